@@ -1,0 +1,140 @@
+"""``barkwatch``: the server-side command (see ``--help``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+from analyzer import __version__
+from analyzer.errors import AnalyzerError
+from sensor.errors import SensorError
+
+log = logging.getLogger("barkwatch")
+
+DESCRIPTION = """\
+Barkwatch server side. 'analyze' runs the whole pipeline on sound files in one process (no
+broker, no database) and prints JSON; 'analyzer run' is the live service that subscribes to
+every sensor and stores evidence in InfluxDB; 'demo' starts local services and replays the
+bundled recording through sensor, broker, analyzer and database."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser."""
+    parser = argparse.ArgumentParser(prog="barkwatch", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"],
+                        help="logging detail (default INFO)")
+    sub = parser.add_subparsers(dest="command")
+
+    analyze = sub.add_parser(
+        "analyze", help="analyse sound files offline and print one JSON document per file",
+        description="Measure each file exactly as a sensor would and run the analyzer's "
+                    "pipeline on it. Prints one barkwatch.analysis/1 JSON document per file, "
+                    "one per line (schema in the README).")
+    analyze.add_argument("files", nargs="+", metavar="FILE", help="sound files (WAV, FLAC, ...)")
+    analyze.add_argument("--format", choices=["json", "text"], default="json",
+                         help="JSON lines (default) or a readable summary")
+    analyze.add_argument("--include-frames", action="store_true",
+                         help="add per-second levels and band levels ('frames')")
+    analyze.add_argument("--full-scale-db", type=float, default=120.0, metavar="L",
+                         help="calibration: a signal whose RMS is digital full scale reads L dB "
+                              "SPL (default 120)")
+
+    service = sub.add_parser("analyzer", help="the live analyzer service")
+    service_sub = service.add_subparsers(dest="action")
+    run = service_sub.add_parser("run", help="subscribe, analyse and store until stopped")
+    run.add_argument("--config", required=True, help="analyzer configuration file (TOML)")
+    check = service_sub.add_parser("validate-config", help="check a configuration file")
+    check.add_argument("--config", help="analyzer configuration file (TOML)")
+    check.add_argument("--describe", action="store_true",
+                       help="print every key with its default and meaning")
+
+    demo = sub.add_parser("demo", help="run the whole system locally on the bundled recording")
+    demo.add_argument("--input", metavar="FILE", help="replay this file instead")
+    demo.add_argument("--keep-running", action="store_true",
+                      help="keep the services up after the replay until Ctrl-C")
+    return parser
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from analyzer.offline import analyze_file
+
+    failures = 0
+    for path in args.files:
+        try:
+            document = analyze_file(path, args.full_scale_db, args.include_frames)
+        except SensorError as exc:
+            print(f"barkwatch: error: {exc}", file=sys.stderr)
+            failures += 1
+            continue
+        if args.format == "json":
+            print(json.dumps(document), flush=True)
+        else:
+            print(f"{path}: {document['duration_s']:.1f} s, {len(document['events'])} dog "
+                  f"event(s), max dog score {document['max_dog_score']:.2f}")
+            for event in document["events"]:
+                print(f"  {event['onset_s']:8.2f}-{event['offset_s']:8.2f} s  {event['label']}"
+                      f"  conf {event['confidence']:.2f}  LAeq {event['laeq_db']:.1f} dB"
+                      f"  LAFmax {event['lafmax_db']:.1f} dB")
+    return 1 if failures else 0
+
+
+def _analyzer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from analyzer.config import describe_analyzer_config, load_analyzer_config
+
+    if args.action == "validate-config":
+        if args.describe:
+            print(describe_analyzer_config())
+            return 0
+        if not args.config:
+            parser.error("analyzer validate-config needs --config FILE (or --describe)")
+        load_analyzer_config(args.config)
+        print(f"{args.config}: valid")
+        return 0
+    if args.action != "run":
+        parser.error("analyzer needs an action: run or validate-config")
+    from analyzer.service import Analyzer
+
+    analyzer = Analyzer(load_analyzer_config(args.config))
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    analyzer.start()
+    stop.wait()
+    analyzer.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``barkwatch``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "analyze":
+            return _analyze(args)
+        if args.command == "analyzer":
+            return _analyzer(args, parser)
+        if args.command == "demo":
+            from analyzer.demo import run_demo
+
+            return run_demo(args.input, keep_running=args.keep_running)
+        parser.print_help()
+        return 2
+    except (SensorError, AnalyzerError) as exc:
+        print(f"barkwatch: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

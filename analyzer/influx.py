@@ -1,0 +1,225 @@
+"""InfluxDB storage over the v1 HTTP API: line protocol to /write, InfluxQL from /query.
+
+Points are built with influxdb-client's ``Point`` (its line-protocol encoder). ``Point``
+silently drops NaN, infinite and None field values, so every value is checked first and a bad
+one raises instead of vanishing. Schema (README, "InfluxDB schema"):
+
+- ``level`` (tag ``device``): one point per frame at its capture time.
+- ``dog_event`` (tags ``device``, ``label``): one point per event at its onset.
+- ``sensor_health`` (tag ``device``): one point per heartbeat at the sensor's time.
+- ``sensor_status`` (tag ``device``): ``online`` true/false when the status topic changes.
+- ``analyzer_stats`` (tag ``analyzer``): the analyzer's counters.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import math
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from influxdb_client import Point, WritePrecision
+
+from analyzer.config import InfluxSettings
+from analyzer.errors import AnalyzerError, InfluxRejected, InfluxUnavailable
+from analyzer.events import DogEvent
+from sensor.wire import Frame
+
+log = logging.getLogger(__name__)
+
+# ISO 266 R10 nominal labels of the IEC 61260-1 base-10 bands x = -20 .. 13.
+NOMINAL_BAND_HZ = (
+    10, 12.5, 16, 20, 25, 31.5, 40, 50, 63, 80, 100, 125, 160, 200, 250, 315, 400, 500, 630,
+    800, 1000, 1250, 1600, 2000, 2500, 3150, 4000, 5000, 6300, 8000, 10000, 12500, 16000, 20000,
+)
+
+
+def band_field(x: int) -> str:
+    """Field name of band index ``x``: ``band_1000hz_db``, ``band_31_5hz_db``."""
+    nominal = NOMINAL_BAND_HZ[x + 20]
+    label = f"{nominal:g}".replace(".", "_")
+    return f"band_{label}hz_db"
+
+
+def _finite(name: str, value: float) -> float:
+    value = float(value)
+    if not math.isfinite(value):
+        raise AnalyzerError(f"field {name!r} is {value}; InfluxDB would silently drop it")
+    return value
+
+
+def level_point(frame: Frame, max_dog_score: float | None) -> Point:
+    """The ``level`` point of one frame (``max_dog_score`` None: a late frame, not scored)."""
+    point = (
+        Point("level")
+        .tag("device", frame.device_id)
+        .field("seq", int(frame.seq))
+        .field("laeq_db", _finite("laeq_db", frame.laeq_db))
+        .field("lceq_db", _finite("lceq_db", frame.lceq_db))
+        .field("lzeq_db", _finite("lzeq_db", frame.lzeq_db))
+        .field("lafmax_db", _finite("lafmax_db", frame.lafmax_db))
+        .field("full_scale_db", _finite("full_scale_db", frame.full_scale_db))
+        .field("clipped_samples", int(frame.clipped_samples))
+        .time(frame.capture_ns, WritePrecision.NS)
+    )
+    if max_dog_score is not None:
+        point.field("max_dog_score", _finite("max_dog_score", max_dog_score))
+    for offset, level in enumerate(frame.bands_db):
+        name = band_field(frame.band_first_index + offset)
+        point.field(name, round(_finite(name, float(level)), 2))
+    return point
+
+
+def event_point(event: DogEvent) -> Point:
+    """The ``dog_event`` point of one event, at its onset."""
+    return (
+        Point("dog_event")
+        .tag("device", event.device_id)
+        .tag("label", event.label)
+        .field("offset_ns", int(event.offset_ns))
+        .field("duration_s", _finite("duration_s", event.duration_s))
+        .field("confidence", _finite("confidence", event.confidence))
+        .field("laeq_db", _finite("laeq_db", event.laeq_db))
+        .field("lafmax_db", _finite("lafmax_db", event.lafmax_db))
+        .field("model_version", event.model_version)
+        .time(event.onset_ns, WritePrecision.NS)
+    )
+
+
+HEALTH_FIELDS: Mapping[str, type] = {
+    "uptime_s": float, "frames": int, "lost_samples": int, "dropped_blocks": int,
+    "overflows": int, "queue_depth": int, "outbox_backlog": int, "outbox_evicted": int,
+    "published": int, "acknowledged": int, "inflight": int, "connects": int,
+    "clock_synchronised": bool, "clock_max_error_us": int, "full_scale_db": float,
+    "calibration_date": str, "software_version": str,
+}
+
+
+def health_point(device_id: str, heartbeat: Mapping[str, Any]) -> Point:
+    """The ``sensor_health`` point of one heartbeat; unknown keys are ignored, bad types raise."""
+    time_ns = heartbeat.get("time_ns")
+    if not isinstance(time_ns, int) or isinstance(time_ns, bool) or time_ns <= 0:
+        raise AnalyzerError("heartbeat field 'time_ns' is missing or not a positive integer")
+    point = Point("sensor_health").tag("device", device_id).time(time_ns, WritePrecision.NS)
+    for key, kind in HEALTH_FIELDS.items():
+        value = heartbeat.get(key)
+        if value is None:
+            continue
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+            raise AnalyzerError(f"heartbeat field {key!r}: {value!r} is not a {kind.__name__}")
+        point.field(key, _finite(key, value) if kind is float else value)
+    return point
+
+
+def status_point(device_id: str, online: bool, time_ns: int) -> Point:
+    """The ``sensor_status`` point for an online/offline change."""
+    return (Point("sensor_status").tag("device", device_id).field("online", bool(online))
+            .time(time_ns, WritePrecision.NS))
+
+
+def stats_point(analyzer_id: str, counters: Mapping[str, int], time_ns: int) -> Point:
+    """The ``analyzer_stats`` point with the analyzer's counters."""
+    point = Point("analyzer_stats").tag("analyzer", analyzer_id).time(time_ns, WritePrecision.NS)
+    for key, value in counters.items():
+        point.field(key, int(value))
+    return point
+
+
+class InfluxClient:
+    """A small client for InfluxDB's v1 HTTP API (every InfluxDB generation serves it)."""
+
+    def __init__(self, settings: InfluxSettings) -> None:
+        self.settings = settings
+        self.base = settings.url.rstrip("/")
+        self._headers: dict[str, str] = {}
+        password = settings.password()
+        if settings.username:
+            token = base64.b64encode(f"{settings.username}:{password or ''}".encode()).decode()
+            self._headers["Authorization"] = f"Basic {token}"
+        elif password:
+            self._headers["Authorization"] = f"Token {password}"
+
+    def _request(self, path: str, params: Mapping[str, str], body: bytes | None) -> bytes:
+        url = f"{self.base}{path}?{urllib.parse.urlencode(params)}"
+        request = urllib.request.Request(url, data=body, headers=self._headers,
+                                         method="POST" if body is not None else "GET")
+        try:
+            with urllib.request.urlopen(request, timeout=self.settings.timeout_s) as response:
+                return bytes(response.read())
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace").strip()
+            if 400 <= exc.code < 500 and exc.code not in (401, 403, 404, 429):
+                raise InfluxRejected(f"InfluxDB refused {path} ({exc.code}): {detail}") from exc
+            raise InfluxUnavailable(f"InfluxDB {path} answered {exc.code}: {detail}") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise InfluxUnavailable(f"InfluxDB at {self.base} is unreachable: {reason}") from exc
+
+    def query(self, influxql: str, database: str | None = None) -> list[dict[str, Any]]:
+        """Run InfluxQL; return the series of the first statement (name, columns, values).
+
+        Timestamps come back as integer ns since the epoch.
+        """
+        params = {"q": influxql, "epoch": "ns"}
+        db = self.settings.database if database is None else database
+        if db:
+            params["db"] = db
+        raw = self._request("/query", {}, urllib.parse.urlencode(params).encode())
+        document = json.loads(raw)
+        results = document.get("results", [])
+        if not results:
+            return []
+        first = results[0]
+        if "error" in first:
+            raise InfluxRejected(f"InfluxQL {influxql!r} failed: {first['error']}")
+        return list(first.get("series", []))
+
+    def create_database(self) -> None:
+        """CREATE DATABASE (idempotent)."""
+        name = self.settings.database.replace('"', '\\"')
+        self.query(f'CREATE DATABASE "{name}"', database="")
+
+    def write_lines(self, lines: Sequence[str]) -> None:
+        """POST line protocol (ns precision) in batches of ``batch_points``."""
+        size = self.settings.batch_points
+        for start in range(0, len(lines), size):
+            body = "\n".join(lines[start : start + size]).encode()
+            params = {"db": self.settings.database, "precision": "ns"}
+            try:
+                self._request("/write", params, body)
+            except InfluxUnavailable as exc:
+                if "database not found" in str(exc):
+                    self.create_database()
+                    self._request("/write", params, body)
+                else:
+                    raise
+
+
+def write_with_retry(client: InfluxClient, lines: Sequence[str], stop: threading.Event,
+                     on_retry: Any = None) -> bool:
+    """Write until stored, retrying with capped exponential backoff while InfluxDB is away.
+
+    Returns True when stored, False when ``stop`` was set first (nothing is dropped: the
+    caller keeps the lines and their MQTT messages unacknowledged). Data InfluxDB refuses
+    (HTTP 4xx) raises :class:`InfluxRejected` at once: retrying cannot help.
+    """
+    delay = 0.1
+    while True:
+        try:
+            client.write_lines(lines)
+            return True
+        except InfluxUnavailable as exc:
+            if on_retry is not None:
+                on_retry()
+            log.warning("%s; retrying in %.1f s", exc, delay)
+            if stop.wait(delay):
+                return False
+            delay = min(delay * 2.0, client.settings.retry_max_s)

@@ -1,0 +1,105 @@
+"""Offline analysis: the sensor's feature code and the analyzer's pipeline in one process.
+
+No broker, no database. This is the quickest way to try the product and the contract that
+outside evaluation tools read, so the JSON document is versioned (``schema``) and stable:
+fields are only ever added. The README documents every field.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from analyzer import __version__
+from analyzer.config import DetectorSettings
+from analyzer.detector import MODEL_VERSION
+from analyzer.pipeline import DevicePipeline
+from sensor.capture import FileSource
+from sensor.frames import FrameBuilder
+from sensor.wire import Frame
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "barkwatch.analysis/1"
+DEFAULT_FULL_SCALE_DB = 120.0
+
+
+def _round(value: float, digits: int = 2) -> float:
+    return round(float(value), digits)
+
+
+def frames_of_file(path: str | Path, full_scale_db: float) -> tuple[FileSource, list[Frame]]:
+    """Measure a sound file exactly as a sensor would; frames start at capture time 0.
+
+    A trailing partial second is padded with silence so that short clips are analysed too.
+    """
+    source = FileSource(path, block_s=1.0)
+    builder = FrameBuilder("offline", source.sample_rate, full_scale_db, start_ns=0)
+    frames: list[Frame] = []
+    for block in source:
+        if block.samples is not None:
+            frames.extend(builder.push(block.samples))
+    frames.extend(builder.finish())
+    return source, frames
+
+
+def analyze_file(
+    path: str | Path,
+    full_scale_db: float = DEFAULT_FULL_SCALE_DB,
+    include_frames: bool = False,
+    settings: DetectorSettings | None = None,
+) -> dict[str, Any]:
+    """Analyse one file; return the ``barkwatch.analysis/1`` document."""
+    settings = settings or DetectorSettings()
+    source, frames = frames_of_file(path, full_scale_db)
+    pipeline = DevicePipeline("offline", settings)
+    events = []
+    max_score = 0.0
+    frame_rows = []
+    for frame in frames:
+        result = pipeline.feed(frame)
+        events.extend(result.events)
+        max_score = max(max_score, result.max_dog_score)
+        if include_frames:
+            frame_rows.append({
+                "t_s": _round(frame.capture_ns / 1e9, 3),
+                "laeq_db": _round(frame.laeq_db),
+                "lceq_db": _round(frame.lceq_db),
+                "lzeq_db": _round(frame.lzeq_db),
+                "lafmax_db": _round(frame.lafmax_db),
+                "dog_score": _round(result.max_dog_score, 4),
+                "bands_db": [_round(v) for v in frame.bands_db],
+            })
+    events.extend(pipeline.flush())
+    document: dict[str, Any] = {
+        "schema": SCHEMA,
+        "software_version": __version__,
+        "model_version": MODEL_VERSION,
+        "file": str(path),
+        "duration_s": _round(source.duration_s, 3),
+        "sample_rate": source.sample_rate,
+        "file_sample_rate": source.file_rate,
+        "full_scale_db": full_scale_db,
+        "frames_measured": len(frames),
+        "max_dog_score": _round(max_score, 4),
+        "events": [
+            {
+                "onset_s": _round(e.onset_ns / 1e9, 3),
+                "offset_s": _round(e.offset_ns / 1e9, 3),
+                "label": e.label,
+                "confidence": e.confidence,
+                "laeq_db": e.laeq_db,
+                "lafmax_db": e.lafmax_db,
+            }
+            for e in events
+        ],
+        "findings": [],
+    }
+    if include_frames and frames:
+        document["band_centres_hz"] = [
+            _round(1000.0 * 10 ** ((frames[0].band_first_index + i) / 10), 3)
+            for i in range(len(frames[0].bands_db))
+        ]
+        document["frames"] = frame_rows
+    return document

@@ -1,0 +1,241 @@
+"""One-third-octave band levels per IEC 61260-1:2014 (base-10 system).
+
+Pure DSP: a streaming multirate filter bank that turns blocks of samples (digital full
+scale = 1.0) into Z-weighted band Leq values in dB re 20 uPa, with the same calibration
+convention and silence floor as ``sensor.levels`` (RMS 1.0 reads ``full_scale_db``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import overload
+
+import numpy as np
+from scipy import signal
+
+from sensor.levels import level_db, validate_block, validate_sample_rate
+
+# IEC 61260-1:2014, base-10 system, G = 10^(3/10), fr = 1000 Hz; for b = 3 the
+# exact mid-band frequency is fm = fr * G^(x/3) = 1000 * 10^(x/10) and the band edges are
+# fm * G^(-+1/6) = fm * 10^(-+0.05).
+_REFERENCE_FREQUENCY_HZ = 1000.0
+_HALF_BAND_RATIO = 10.0**0.05
+LOWEST_BAND_INDEX = -16  # 25 Hz
+HIGHEST_BAND_INDEX = 10  # 10 kHz
+USABLE_BANDWIDTH_FRACTION = 0.45
+"""A band is offered only if its upper edge lies below this fraction of the sample rate."""
+
+BAND_FILTER_ORDER = 3
+"""Butterworth order of a band run at a rate where its upper edge is <= 0.26 of the rate:
+meets the class 1 mask of IEC 61260-1:2014 Table 1 there (the bilinear transform
+widens the band's lower skirt as it nears Nyquist, so order 3 fails above ~0.27)."""
+NEAR_NYQUIST_BAND_FILTER_ORDER = 4
+"""Order of a top band that has to run closer to Nyquist (16 and 32 kHz capture): order 4
+keeps the class 1 mask up to an upper edge of 0.45 of the rate."""
+_ORDER3_MAX_EDGE_FRACTION = 0.26
+
+# Anti-alias low-pass before each decimation by 2: passband droop and stopband attenuation
+# in dB. 80 dB clears the 70 dB class 1 floor (Table 1, Omega >= G^4) for every alias.
+_DECIMATION_DROOP_DB = 0.01
+_DECIMATION_ATTENUATION_DB = 80.0
+
+
+@overload
+def band_centre_hz(x: int) -> float: ...
+@overload
+def band_centre_hz(x: np.ndarray) -> np.ndarray: ...
+def band_centre_hz(x: np.ndarray | int) -> np.ndarray | float:
+    """Exact mid-band frequency in Hz of base-10 one-third-octave band ``x``:
+    ``fm = 1000 * 10**(x/10)`` (IEC 61260-1:2014, odd b = 3). Scalar in, float out."""
+    centres = _REFERENCE_FREQUENCY_HZ * 10.0 ** (np.asarray(x, dtype=np.float64) / 10.0)
+    if np.ndim(centres) == 0:
+        return float(centres)
+    return centres
+
+
+def band_edges_hz(x: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper band-edge frequencies in Hz, ``fm * 10**(-+0.05)``
+    (IEC 61260-1:2014 band edges)."""
+    centres = np.asarray(band_centre_hz(np.asarray(x)), dtype=np.float64)
+    return centres / _HALF_BAND_RATIO, centres * _HALF_BAND_RATIO
+
+
+def third_octave_band_indices(sample_rate: int) -> np.ndarray:
+    """Band numbers x (25 Hz = -16 ... 10 kHz = 10) that the bank offers at ``sample_rate`` Hz.
+
+    Only bands whose upper edge is below 0.45 * sample_rate are kept, e.g. 25 Hz-6.3 kHz
+    (25 bands) at 16 kHz and 25 Hz-10 kHz (27 bands) at 32, 44.1 and 48 kHz.
+    """
+    sample_rate = validate_sample_rate(sample_rate)
+    candidates = np.arange(LOWEST_BAND_INDEX, HIGHEST_BAND_INDEX + 1)
+    _, upper_edges = band_edges_hz(candidates)
+    return candidates[upper_edges < USABLE_BANDWIDTH_FRACTION * sample_rate]
+
+
+@dataclass
+class _Octave:
+    """The bands computed at one rate of the multirate chain, and their running state."""
+
+    factor: int  # decimation factor re the capture rate: 1, 2, 4, ...
+    band_sos: list[np.ndarray]
+    band_zi: list[np.ndarray] = field(default_factory=list)
+    last_power: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+@dataclass
+class _Decimator:
+    """Anti-alias low-pass and keep-every-second-sample, with the phase carried over."""
+
+    sos: np.ndarray
+    zi: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    odd_phase: bool = False  # True when the next input sample has an odd index (dropped)
+
+    def process(self, samples: np.ndarray) -> np.ndarray:
+        """Samples at half the input rate; empty when ``samples`` holds only a dropped one."""
+        if samples.size == 0:
+            return samples
+        filtered, self.zi = signal.sosfilt(self.sos, samples, zi=self.zi)
+        start = 1 if self.odd_phase else 0
+        if samples.size % 2:
+            self.odd_phase = not self.odd_phase
+        return filtered[start::2]
+
+
+class ThirdOctaveBank:
+    """Streaming one-third-octave filter bank (class 1 per IEC 61260-1:2014 where possible),
+    multirate: the top octave's bands are filtered at the capture rate, then the signal is
+    low-passed and decimated by 2 for each lower octave (stateful, including the decimation
+    phase, so results do not depend on how the signal is split into blocks, also for odd
+    block lengths like 44100/4).
+
+    Each band is an order-3 Butterworth band-pass with its -3 dB points on the exact band
+    edges, designed at the rate where it runs. A band output sample at 1/D of the capture
+    rate stands for the D capture-rate samples that start at it; block Leq values weight
+    samples by how many of those fall in the block, so band energies add up exactly
+    across blocks (an Leq over a long block equals the energy mean of its parts).
+    """
+
+    band_indices: np.ndarray
+    centres_hz: np.ndarray
+
+    def __init__(self, sample_rate: int, full_scale_db: float):
+        """``sample_rate`` in Hz; ``full_scale_db`` is the dB SPL read for RMS 1.0."""
+        self.sample_rate = validate_sample_rate(sample_rate)
+        if not np.isfinite(full_scale_db):
+            raise ValueError(f"full_scale_db must be finite, got {full_scale_db!r}")
+        self.full_scale_db = float(full_scale_db)
+        self.band_indices = third_octave_band_indices(self.sample_rate)
+        self.centres_hz = np.asarray(band_centre_hz(self.band_indices))
+        self._octaves, self._decimators = self._design()
+        self.reset()
+
+    def _design(self) -> tuple[list[_Octave], list[_Decimator]]:
+        """Place each band at the lowest rate where it keeps the class 1 mask, then design
+        its band-pass there and the anti-alias low-pass in front of each halving."""
+        _, upper = band_edges_hz(self.band_indices)
+        # Deepest halving k with upper edge <= fraction * fs / 2**k (k = 0 if none).
+        depth = np.floor(
+            np.log2(_ORDER3_MAX_EDGE_FRACTION * self.sample_rate / upper)
+        ).astype(int)
+        depth = np.maximum(depth, 0)
+        octaves: list[_Octave] = []
+        decimators: list[_Decimator] = []
+        for level in range(int(depth.max()) + 1):
+            factor = 2**level
+            rate = self.sample_rate / factor
+            members = self.band_indices[depth == level]  # ascending
+            if level > 0:
+                highest_edge_below = float(upper[depth >= level].max())
+                decimators.append(_Decimator(_decimation_lowpass(2.0 * rate, highest_edge_below)))
+            lower_edges, upper_edges = band_edges_hz(members)
+            band_sos = [
+                signal.butter(
+                    _band_filter_order(hi, rate), [lo, hi], btype="bandpass", fs=rate, output="sos"
+                )
+                for lo, hi in zip(lower_edges, upper_edges, strict=True)
+            ]
+            octaves.append(_Octave(factor=factor, band_sos=band_sos))
+        return octaves, decimators
+
+    def reset(self) -> None:
+        """Return every filter, the decimation phases and the sample count to silence/zero."""
+        self._samples_seen = 0
+        for octave in self._octaves:
+            octave.band_zi = [np.zeros((sos.shape[0], 2)) for sos in octave.band_sos]
+            octave.last_power = np.zeros(len(octave.band_sos))
+        for decimator in self._decimators:
+            decimator.zi = np.zeros((decimator.sos.shape[0], 2))
+            decimator.odd_phase = False
+
+    def process(self, block: np.ndarray) -> np.ndarray:
+        """Z-weighted Leq per band over ``block`` (1-D float samples, full scale 1.0, any
+        length > 0), in dB re 20 uPa, ordered as ``band_indices``; float64 and finite."""
+        samples = validate_block(block)
+        count = samples.size
+        position = self._samples_seen
+        band_energy: list[np.ndarray] = []
+        stream = samples
+        for depth, octave in enumerate(self._octaves):
+            if depth > 0:
+                stream = self._decimators[depth - 1].process(stream)
+            band_energy.append(self._octave_energy(octave, stream, position, count))
+        self._samples_seen = position + count
+        # Octaves run top-down; bands are reported bottom-up.
+        energy = np.concatenate(band_energy[::-1])
+        return np.asarray(level_db(energy / count, self.full_scale_db), dtype=np.float64)
+
+    @staticmethod
+    def _octave_energy(
+        octave: _Octave, stream: np.ndarray, position: int, count: int
+    ) -> np.ndarray:
+        """Sum over the block's capture-rate samples of each band's squared output, holding
+        each decimated sample for the ``factor`` capture samples it stands for."""
+        factor = octave.factor
+        # Capture samples at the block start still covered by the previous output sample.
+        carried = min((factor - position % factor) % factor, count)
+        energy = carried * octave.last_power
+        if stream.size == 0:
+            return energy
+        # The block's last output sample covers only the capture samples left in the block.
+        uncovered = stream.size * factor - (count - carried)
+        for band, sos in enumerate(octave.band_sos):
+            output, octave.band_zi[band] = signal.sosfilt(sos, stream, zi=octave.band_zi[band])
+            last_power = output[-1] * output[-1]
+            energy[band] += factor * np.dot(output, output) - uncovered * last_power
+            octave.last_power[band] = last_power
+        return energy
+
+
+def _band_filter_order(upper_edge_hz: float, rate: float) -> int:
+    """Butterworth order for a band whose upper edge is ``upper_edge_hz`` at ``rate`` Hz."""
+    if upper_edge_hz <= _ORDER3_MAX_EDGE_FRACTION * rate:
+        return BAND_FILTER_ORDER
+    return NEAR_NYQUIST_BAND_FILTER_ORDER
+
+
+def _decimation_lowpass(input_rate: float, passband_edge_hz: float) -> np.ndarray:
+    """Chebyshev type II anti-alias low-pass (SOS) for decimating ``input_rate`` by 2.
+
+    Monotonic passband, at most 0.01 dB down at ``passband_edge_hz`` (the highest band edge
+    computed at the lower rate) and flatter below, so the droop does not pile up over the
+    eight stages a 25 Hz band passes through; at least 80 dB down from
+    ``input_rate/2 - passband_edge_hz``, so every alias that folds onto a band edge or
+    inside a band is suppressed beyond the class 1 far-stopband limit of 70 dB
+    (IEC 61260-1:2014 Table 1).
+    """
+    stopband_edge_hz = input_rate / 2.0 - passband_edge_hz
+    order, stopband_hz = signal.cheb2ord(
+        passband_edge_hz,
+        stopband_edge_hz,
+        _DECIMATION_DROOP_DB,
+        _DECIMATION_ATTENUATION_DB,
+        fs=input_rate,
+    )
+    return signal.cheby2(
+        order,
+        _DECIMATION_ATTENUATION_DB,
+        stopband_hz,
+        btype="lowpass",
+        fs=input_rate,
+        output="sos",
+    )

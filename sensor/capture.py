@@ -1,0 +1,273 @@
+"""Audio sources: a microphone through sounddevice (PortAudio), or a sound file for replay.
+
+Both yield :class:`AudioBlock` items: mono float64 samples in [-1, 1], or a count of samples
+that were lost (a capture block dropped because the consumer fell behind). The stream
+callback only copies the block onto a bounded queue and returns; overflows and drops are
+counted in :class:`CaptureCounters` and reported in the heartbeat.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sensor.errors import AudioInputError
+from sensor.wire import SUPPORTED_SAMPLE_RATES
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AudioBlock:
+    """Either samples (mono, float64) or ``lost_samples`` > 0 for a gap in the capture."""
+
+    samples: np.ndarray | None = None
+    lost_samples: int = 0
+
+
+@dataclass
+class CaptureCounters:
+    """Counters written by the capture side; plain ints, read by the heartbeat."""
+
+    blocks: int = 0
+    overflows: int = 0
+    dropped_blocks: int = 0
+    dropped_samples: int = 0
+
+
+def supported_rate_for(file_rate: int) -> int:
+    """The capture rate a file is analysed at: its own when supported, else the nearest below
+    (16 kHz for anything lower, so the mel features up to 8 kHz keep their meaning)."""
+    if file_rate in SUPPORTED_SAMPLE_RATES:
+        return file_rate
+    lower = [r for r in SUPPORTED_SAMPLE_RATES if r <= file_rate]
+    return max(lower) if lower else min(SUPPORTED_SAMPLE_RATES)
+
+
+class FileSource:
+    """Reads a sound file in blocks, mixed to mono, optionally paced in real time.
+
+    Files at an unsupported rate are resampled (soxr, streaming) to :func:`supported_rate_for`.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        block_s: float = 1.0,
+        realtime: bool = False,
+        channel: int | None = None,
+    ) -> None:
+        import soundfile
+
+        self.path = Path(path)
+        self.realtime = realtime
+        self.channel = channel
+        try:
+            info = soundfile.info(str(self.path))
+        except FileNotFoundError as exc:
+            raise AudioInputError(f"audio file {self.path} does not exist") from exc
+        except (RuntimeError, soundfile.LibsndfileError) as exc:
+            raise AudioInputError(f"audio file {self.path} cannot be read: {exc}") from exc
+        if info.frames <= 0 or info.samplerate <= 0:
+            raise AudioInputError(f"audio file {self.path} holds no audio")
+        if channel is not None and channel >= info.channels:
+            raise AudioInputError(
+                f"audio file {self.path} has {info.channels} channel(s); channel {channel} asked"
+            )
+        self.file_rate = int(info.samplerate)
+        self.sample_rate = supported_rate_for(self.file_rate)
+        self.file_frames = int(info.frames)
+        self.duration_s = info.frames / info.samplerate
+        self.block_frames = max(1, round(block_s * self.file_rate))
+        self.counters = CaptureCounters()
+
+    def __iter__(self) -> Iterator[AudioBlock]:
+        import soundfile
+
+        resampler: Any = None
+        if self.sample_rate != self.file_rate:
+            import soxr
+
+            log.info("resampling %s from %d Hz to %d Hz", self.path, self.file_rate, self.sample_rate)
+            resampler = soxr.ResampleStream(self.file_rate, self.sample_rate, 1, dtype="float64")
+        started = time.monotonic()
+        delivered = 0
+        try:
+            with soundfile.SoundFile(str(self.path)) as handle:
+                while True:
+                    data = handle.read(self.block_frames, dtype="float64", always_2d=True)
+                    last = data.shape[0] < self.block_frames
+                    if self.channel is not None:
+                        mono = data[:, self.channel]
+                    else:
+                        mono = data.mean(axis=1)
+                    if resampler is not None:
+                        mono = resampler.resample_chunk(mono, last=last)
+                    if mono.size:
+                        self.counters.blocks += 1
+                        yield AudioBlock(samples=mono)
+                    delivered += data.shape[0]
+                    if self.realtime:
+                        ahead = delivered / self.file_rate - (time.monotonic() - started)
+                        if ahead > 0:
+                            time.sleep(ahead)
+                    if last:
+                        break
+        except (RuntimeError, soundfile.LibsndfileError) as exc:
+            raise AudioInputError(f"audio file {self.path} cannot be decoded: {exc}") from exc
+
+
+def _sounddevice() -> Any:
+    try:
+        import sounddevice
+    except OSError as exc:
+        raise AudioInputError(
+            f"PortAudio is not available ({exc}); install it with 'apt-get install libportaudio2'"
+        ) from exc
+    return sounddevice
+
+
+def list_input_devices() -> list[tuple[int, str, int, float]]:
+    """(index, name, input channels, default rate) of every device that can capture."""
+    sd = _sounddevice()
+    devices = []
+    for index, device in enumerate(sd.query_devices()):
+        if device["max_input_channels"] > 0:
+            devices.append(
+                (index, device["name"], device["max_input_channels"], device["default_samplerate"])
+            )
+    return devices
+
+
+def describe_input_devices() -> str:
+    """A readable list of capture devices, for ``--list-devices`` and error messages."""
+    devices = list_input_devices()
+    if not devices:
+        return "  (no audio input devices found)"
+    return "\n".join(
+        f"  [{index}] {name} ({channels} ch, default {rate:.0f} Hz)"
+        for index, name, channels, rate in devices
+    )
+
+
+def resolve_input_device(spec: str) -> int | None:
+    """Turn a device name (substring, case-insensitive) or index into a PortAudio index.
+
+    An empty spec means the system default (None). Unknown or ambiguous names raise an error
+    that lists the available input devices.
+    """
+    if spec == "":
+        return None
+    devices = list_input_devices()
+    if spec.isdigit():
+        index = int(spec)
+        if any(d[0] == index for d in devices):
+            return index
+        raise AudioInputError(
+            f"audio input device {index} does not exist or cannot capture; available:\n"
+            + describe_input_devices()
+        )
+    matches = [d for d in devices if spec.lower() in d[1].lower()]
+    exact = [d for d in matches if d[1].lower() == spec.lower()]
+    if len(exact) == 1 or len(matches) == 1:
+        return (exact or matches)[0][0]
+    reason = "matches several devices" if matches else "matches no input device"
+    raise AudioInputError(
+        f"audio input device {spec!r} {reason}; available:\n" + describe_input_devices()
+    )
+
+
+class MicrophoneSource:
+    """Captures mono float32 audio from a PortAudio input device.
+
+    The callback copies the block onto a bounded queue and returns; when the queue is full
+    the block is dropped and counted, and the consumer is told how many samples were lost so
+    that capture time stays exact. ``max_samples`` stops after that many samples (used to
+    capture a known length from a virtual input).
+    """
+
+    def __init__(
+        self,
+        device: str,
+        sample_rate: int,
+        block_s: float = 0.1,
+        queue_blocks: int = 600,
+        channel: int = 0,
+        max_samples: int | None = None,
+    ) -> None:
+        self._sd = _sounddevice()
+        self.device = resolve_input_device(device)
+        self.sample_rate = sample_rate
+        self.channel = channel
+        self.block_frames = max(1, round(block_s * sample_rate))
+        self.max_samples = max_samples
+        self.counters = CaptureCounters()
+        self.start_ns = 0
+        # Each entry carries the samples dropped before it, so a gap lands at the right time.
+        self._queue: queue.Queue[tuple[np.ndarray, int]] = queue.Queue(maxsize=queue_blocks)
+        self._stop = threading.Event()
+        try:
+            self._sd.check_input_settings(
+                device=self.device, channels=channel + 1, samplerate=sample_rate, dtype="float32"
+            )
+        except Exception as exc:  # PortAudio reports through several exception types
+            raise AudioInputError(
+                f"audio input device {device or 'default'!r} cannot capture channel {channel} "
+                f"at {sample_rate} Hz: {exc}"
+            ) from exc
+
+    def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
+        # Runs on PortAudio's thread: copy and hand on, count problems, nothing else.
+        if status.input_overflow:
+            self.counters.overflows += 1
+        try:
+            self._queue.put_nowait((indata[:, self.channel].copy(), self.counters.dropped_samples))
+        except queue.Full:
+            self.counters.dropped_blocks += 1
+            self.counters.dropped_samples += frames
+
+    def stop(self) -> None:
+        """Ask the iteration to end after the current block."""
+        self._stop.set()
+
+    def queue_depth(self) -> int:
+        """Blocks waiting between the callback and the consumer."""
+        return self._queue.qsize()
+
+    def __iter__(self) -> Iterator[AudioBlock]:
+        stream = self._sd.InputStream(
+            device=self.device,
+            channels=self.channel + 1,
+            samplerate=self.sample_rate,
+            blocksize=self.block_frames,
+            dtype="float32",
+            callback=self._callback,
+        )
+        delivered = 0
+        lost_reported = 0
+        with stream:
+            self.start_ns = time.time_ns()
+            while not self._stop.is_set():
+                if self.max_samples is not None and delivered >= self.max_samples:
+                    break
+                try:
+                    block, lost = self._queue.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                if lost > lost_reported:
+                    yield AudioBlock(lost_samples=lost - lost_reported)
+                    delivered += lost - lost_reported
+                    lost_reported = lost
+                if self.max_samples is not None:
+                    block = block[: self.max_samples - delivered]
+                delivered += block.size
+                self.counters.blocks += 1
+                yield AudioBlock(samples=block.astype(np.float64))

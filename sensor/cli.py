@@ -1,0 +1,135 @@
+"""``barkwatch-sensor``: the command a sensor node runs (see ``--help``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from datetime import datetime, timezone
+from types import FrameType
+
+from sensor import __version__
+from sensor.errors import SensorError
+
+log = logging.getLogger("barkwatch.sensor")
+
+DESCRIPTION = """\
+Barkwatch sensor node: captures audio (a microphone, or a sound file for replay), measures
+calibrated levels, one-third-octave bands and classification features every second, keeps
+them in a durable outbox and publishes them over MQTT. Raw audio never leaves the device."""
+
+
+def _parse_time(text: str) -> int:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise SensorError(f"--start-time {text!r} is not an ISO 8601 time: {exc}") from exc
+    if moment.tzinfo is None:
+        raise SensorError(f"--start-time {text!r} needs a time zone, e.g. 2026-06-01T22:00:00Z")
+    return int(moment.astimezone(timezone.utc).timestamp() * 1_000_000) * 1000
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (also used to render the README's usage)."""
+    parser = argparse.ArgumentParser(prog="barkwatch-sensor", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--list-devices", action="store_true",
+                        help="list audio input devices and exit")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"],
+                        help="logging detail (default INFO)")
+    sub = parser.add_subparsers(dest="command")
+
+    run = sub.add_parser("run", help="measure and publish until stopped (or the file ends)")
+    run.add_argument("--config", required=True, help="sensor configuration file (TOML)")
+    run.add_argument("--input", metavar="FILE",
+                     help="read this sound file instead of the microphone")
+    run.add_argument("--pace", choices=["realtime", "fast"], default="realtime",
+                     help="file replay pace: as recorded, or as fast as possible")
+    run.add_argument("--device", help="override audio.device (name substring or index)")
+    run.add_argument("--start-time", metavar="ISO",
+                     help="capture time of the file's first sample (default: now)")
+    run.add_argument("--no-wait", action="store_true",
+                     help="with --input: exit when the file is measured, leaving unsent frames "
+                          "in the outbox, instead of waiting for the broker to acknowledge all")
+
+    check = sub.add_parser("validate-config", help="check a configuration file and exit")
+    check.add_argument("--config", help="sensor configuration file (TOML)")
+    check.add_argument("--describe", action="store_true",
+                       help="print every key with its default and meaning")
+
+    sub.add_parser("list-devices", help="list audio input devices and exit")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from sensor.capture import FileSource, MicrophoneSource
+    from sensor.config import load_sensor_config
+    from sensor.node import run_node
+
+    config = load_sensor_config(args.config)
+    stop = threading.Event()
+    source: FileSource | MicrophoneSource
+    if args.input:
+        source = FileSource(args.input, realtime=args.pace == "realtime")
+        start_ns: int | None = _parse_time(args.start_time) if args.start_time else None
+        if start_ns is None:
+            start_ns = int(datetime.now(timezone.utc).timestamp() * 1e6) * 1000
+        total_s: float | None = source.duration_s
+        log.info("replaying %s (%.1f s at %d Hz, %s pace)", args.input, source.duration_s,
+                 source.file_rate, args.pace)
+    else:
+        device = args.device if args.device is not None else config.audio.device
+        source = MicrophoneSource(device, config.audio.sample_rate, config.audio.block_s,
+                                  config.audio.queue_blocks, config.audio.channel)
+        start_ns, total_s = None, None
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %d: stopping; unsent frames stay in the outbox", signum)
+        stop.set()
+        if isinstance(source, MicrophoneSource):
+            source.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    stats = run_node(config, source, start_ns, stop,
+                     exit_when_drained=bool(args.input) and not args.no_wait, total_s=total_s)
+    log.info("done: %d frames, %d samples lost", stats.frames, stats.lost_samples)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``barkwatch-sensor``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        if args.list_devices or args.command == "list-devices":
+            from sensor.capture import describe_input_devices
+
+            print(describe_input_devices())
+            return 0
+        if args.command == "validate-config":
+            from sensor.config import describe_sensor_config, load_sensor_config
+
+            if args.describe:
+                print(describe_sensor_config())
+                return 0
+            if not args.config:
+                parser.error("validate-config needs --config FILE (or --describe)")
+            load_sensor_config(args.config)
+            print(f"{args.config}: valid")
+            return 0
+        if args.command == "run":
+            return _run(args)
+        parser.print_help()
+        return 2
+    except SensorError as exc:
+        print(f"barkwatch-sensor: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Typed TOML configuration: frozen dataclasses that reject unknown keys and out-of-range values.
+
+Each field declares its bounds and a one-line description with :func:`setting`; errors name
+the key path (``mqtt.port``) and the reason. Secrets are never stored in the file: a field
+named ``*_env`` names an environment variable, read when the configuration is loaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sensor.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def setting(
+    default: Any,
+    description: str,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    choices: tuple[Any, ...] | None = None,
+) -> Any:
+    """A configuration field with a default, bounds and a description."""
+    metadata = {"description": description, "min": minimum, "max": maximum, "choices": choices}
+    if dataclasses.is_dataclass(default):
+        factory = type(default)
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def _check_value(value: Any, expected: Any, key: str, meta: typing.Mapping[str, Any]) -> Any:
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    origin = typing.get_origin(expected)
+    if origin in (typing.Union, types.UnionType):
+        allowed = tuple(a for a in typing.get_args(expected) if a is not type(None))
+        if not isinstance(value, allowed) or isinstance(value, bool):
+            names = " or ".join(a.__name__ for a in allowed)
+            raise ConfigError(f"config key {key!r}: expected {names}, got {value!r}")
+    elif isinstance(value, bool) != (expected is bool) or not isinstance(value, expected):
+        raise ConfigError(
+            f"config key {key!r}: expected {expected.__name__}, got {type(value).__name__} {value!r}"
+        )
+    if meta.get("choices") is not None and value not in meta["choices"]:
+        raise ConfigError(f"config key {key!r}: {value!r} is not one of {list(meta['choices'])}")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if meta.get("min") is not None and value < meta["min"]:
+            raise ConfigError(f"config key {key!r}: {value} is below the minimum {meta['min']}")
+        if meta.get("max") is not None and value > meta["max"]:
+            raise ConfigError(f"config key {key!r}: {value} is above the maximum {meta['max']}")
+    return value
+
+
+def build(cls: type[T], data: Any, prefix: str = "") -> T:
+    """Build dataclass ``cls`` from a parsed TOML table, validating every key."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"config key {prefix.rstrip('.') or '<root>'!r}: expected a table")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"config key {prefix + unknown[0]!r} is unknown (known keys here: "
+            f"{', '.join(sorted(fields))})"
+        )
+    values: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name not in data:
+            continue
+        key = prefix + name
+        expected = hints[name]
+        if dataclasses.is_dataclass(expected):
+            values[name] = build(expected, data[name], key + ".")  # type: ignore[arg-type]
+        else:
+            values[name] = _check_value(data[name], expected, key, f.metadata)
+    return cls(**values)
+
+
+def load(cls: type[T], path: str | Path) -> T:
+    """Read and validate a TOML configuration file."""
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} does not exist") from exc
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    return build(cls, data)
+
+
+def describe(cls: type, prefix: str = "") -> list[str]:
+    """One line per key: path, default and description (for ``--help`` and the README)."""
+    lines: list[str] = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            lines.extend(describe(hints[f.name], prefix + f.name + "."))
+            continue
+        default = f.default
+        lines.append(f"{prefix}{f.name} = {default!r}  # {f.metadata.get('description', '')}")
+    return lines

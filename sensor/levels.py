@@ -1,0 +1,229 @@
+"""Frequency- and time-weighted sound levels per IEC 61672-1:2013.
+
+Pure DSP: arrays in, levels in dB re 20 uPa out. Calibration is a single number,
+``full_scale_db``: a signal whose RMS is 1.0 (digital full scale) reads ``full_scale_db``
+dB SPL, so ``L = 10*lg(mean(x_w**2)) + full_scale_db``. A full-scale *sine* (peak 1.0)
+therefore reads ``full_scale_db - 3.01`` dB.
+
+Silence never yields -inf or NaN: every mean square is floored at
+``MEAN_SQUARE_FLOOR`` (1e-20, i.e. 200 dB below full scale) before taking the logarithm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import signal
+
+REFERENCE_PRESSURE_PA = 20e-6
+"""p0 in pascal; levels are in dB re p0 (IEC 61672-1:2013 definitions)."""
+
+SUPPORTED_SAMPLE_RATES_HZ: tuple[int, ...] = (16000, 32000, 44100, 48000)
+
+MEAN_SQUARE_FLOOR = 1e-20
+"""Smallest mean square (re digital full scale) used in a level: full_scale_db - 200 dB."""
+
+# IEC 61672-1:2013 time weightings F and S: exponential time constants, seconds.
+TIME_CONSTANT_FAST_S = 0.125
+TIME_CONSTANT_SLOW_S = 1.0
+
+# IEC 61672-1:2013 Annex E: pole frequencies of the analytic A and C weightings, Hz.
+_F1_HZ = 20.598997
+_F2_HZ = 107.65265
+_F3_HZ = 737.86223
+_F4_HZ = 12194.217
+_REFERENCE_FREQUENCY_HZ = 1000.0
+
+_WEIGHTINGS = ("A", "C", "Z")
+
+
+def validate_sample_rate(sample_rate: int) -> int:
+    """Return ``sample_rate`` (Hz) as an int, or raise ValueError if it is not supported."""
+    if sample_rate not in SUPPORTED_SAMPLE_RATES_HZ:
+        supported = ", ".join(str(rate) for rate in SUPPORTED_SAMPLE_RATES_HZ)
+        raise ValueError(f"sample_rate must be one of {supported} Hz, got {sample_rate!r}")
+    return int(sample_rate)
+
+
+def validate_block(block: np.ndarray) -> np.ndarray:
+    """Return ``block`` as a contiguous 1-D float64 array, or raise ValueError.
+
+    The block must be a non-empty 1-D array of finite floating-point samples, nominally in
+    [-1, 1] (digital full scale). Integer arrays are refused so raw int16 PCM is not
+    mistaken for full-scale-normalised samples.
+    """
+    array = np.asarray(block)
+    if array.ndim != 1:
+        raise ValueError(f"block must be 1-D (mono samples), got shape {array.shape}")
+    if array.size == 0:
+        raise ValueError("block must contain at least one sample, got an empty array")
+    if array.dtype.kind != "f":
+        raise ValueError(
+            f"block must hold floating-point samples in [-1, 1], got dtype {array.dtype}; "
+            "scale integer PCM first (e.g. int16 / 32768)"
+        )
+    array = np.ascontiguousarray(array, dtype=np.float64)
+    if not np.all(np.isfinite(array)):
+        bad = int(np.flatnonzero(~np.isfinite(array))[0])
+        raise ValueError(f"block must be finite, found {array[bad]} at sample {bad}")
+    return array
+
+
+def level_db(mean_square: float | np.ndarray, full_scale_db: float) -> float | np.ndarray:
+    """Level in dB re 20 uPa of a mean square relative to digital full scale.
+
+    ``mean_square`` is floored at ``MEAN_SQUARE_FLOOR`` so silence gives a finite level.
+    Returns a float for scalar input, else an array of the same shape.
+    """
+    floored = np.maximum(mean_square, MEAN_SQUARE_FLOOR)
+    levels = 10.0 * np.log10(floored) + full_scale_db
+    if np.ndim(levels) == 0:
+        return float(levels)
+    return np.asarray(levels, dtype=np.float64)
+
+
+def _analog_weighting_zpk(weighting: str) -> tuple[np.ndarray, np.ndarray, float]:
+    """Zeros, poles (rad/s) and gain of the Annex E analytic A or C weighting."""
+    w1, w2, w3, w4 = (2.0 * np.pi * f for f in (_F1_HZ, _F2_HZ, _F3_HZ, _F4_HZ))
+    if weighting == "A":
+        # IEC 61672-1:2013 Annex E: A(f) ~ f4^2 f^4 / ((f^2+f1^2)(f^2+f2^2)^.5 (f^2+f3^2)^.5 (f^2+f4^2))
+        zeros = np.zeros(4)
+        poles = -np.array([w1, w1, w2, w3, w4, w4])
+    else:
+        # IEC 61672-1:2013 Annex E: C(f) ~ f4^2 f^2 / ((f^2+f1^2)(f^2+f4^2))
+        zeros = np.zeros(2)
+        poles = -np.array([w1, w1, w4, w4])
+    return zeros, poles, 1.0
+
+
+def weighting_sos(weighting: str, sample_rate: int) -> np.ndarray:
+    """Digital A, C or Z frequency weighting as second-order sections.
+
+    The Annex E analytic poles (IEC 61672-1:2013) are mapped with the bilinear transform
+    (no pre-warping), then the gain is set so the *digital* filter reads exactly 0 dB at
+    1 kHz (the normalisation A1000/C1000 of Annex E). 'Z' returns the identity section.
+    Returns an array of shape (n_sections, 6) for ``scipy.signal.sosfilt``.
+    """
+    sample_rate = validate_sample_rate(sample_rate)
+    weighting = weighting.upper() if isinstance(weighting, str) else weighting
+    if weighting not in _WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {', '.join(_WEIGHTINGS)}, got {weighting!r}")
+    if weighting == "Z":
+        return np.array([[1.0, 0.0, 0.0, 1.0, 0.0, 0.0]])
+    zeros, poles, gain = _analog_weighting_zpk(weighting)
+    z_zeros, z_poles, z_gain = signal.bilinear_zpk(zeros, poles, gain, fs=sample_rate)
+    sos = signal.zpk2sos(z_zeros, z_poles, z_gain)
+    _, response = signal.sosfreqz(sos, worN=[_REFERENCE_FREQUENCY_HZ], fs=sample_rate)
+    sos[0, :3] /= np.abs(response[0])
+    return sos
+
+
+def time_weighting_coefficient(sample_rate: int, time_constant_s: float) -> float:
+    """Pole ``a = exp(-1/(fs*tau))`` of the discrete exponential averager that realises the
+    IEC 61672-1:2013 time-weighting definition."""
+    return float(np.exp(-1.0 / (sample_rate * time_constant_s)))
+
+
+def time_weighted_mean_square(
+    squared: np.ndarray, coefficient: float, state: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exponentially time-weighted mean square ``y[n] = a*y[n-1] + (1-a)*x[n]``.
+
+    ``squared`` holds squared weighted samples (full scale = 1.0); ``coefficient`` is ``a``
+    from ``time_weighting_coefficient``; ``state`` is the ``zi`` returned by the previous
+    call (None starts from silence). Returns (mean squares, next state).
+    """
+    if state is None:
+        state = np.zeros(1)
+    averaged, next_state = signal.lfilter(
+        [1.0 - coefficient], [1.0, -coefficient], squared, zi=state
+    )
+    return averaged, next_state
+
+
+def time_weighted_level_db(
+    weighted: np.ndarray, sample_rate: int, time_constant_s: float, full_scale_db: float
+) -> np.ndarray:
+    """Time-weighted level L_tau(t) in dB of an already frequency-weighted signal.
+
+    Offline helper: the averager starts from silence at the first sample. ``weighted`` is
+    in digital full scale units; ``time_constant_s`` is 0.125 for F, 1.0 for S. Returns one
+    level per sample (IEC 61672-1:2013 time-weighted level).
+    """
+    samples = validate_block(weighted)
+    coefficient = time_weighting_coefficient(validate_sample_rate(sample_rate), time_constant_s)
+    averaged, _ = time_weighted_mean_square(samples * samples, coefficient)
+    return np.asarray(level_db(averaged, full_scale_db))
+
+
+@dataclass(frozen=True)
+class FrameLevels:
+    """Levels of one block, dB re 20 uPa.
+
+    Leq values are plain time averages over the block (IEC 61672-1:2013 time-averaged
+    level); LAFmax, LAFmin
+    and LASmax are the extremes of the F/S time-weighted A level within the block.
+    ``clipped_samples`` counts input samples whose magnitude reached the clip threshold.
+    """
+
+    laeq_db: float
+    lceq_db: float
+    lzeq_db: float
+    lafmax_db: float
+    lafmin_db: float
+    lasmax_db: float
+    clipped_samples: int
+
+
+class LevelMeter:
+    """Streaming sound level meter. Stateful: filter states and F/S time-weighting states
+    carry across blocks, so feeding a signal in one block or many gives identical results.
+
+    After construction or ``reset`` the filters and averagers start from silence, so the
+    first ~0.5 s (F) or ~4 s (S) of LAF/LAS levels include the detector's rise from zero;
+    LAFmin of the first block in particular reads low.
+    """
+
+    def __init__(self, sample_rate: int, full_scale_db: float, clip_threshold: float = 0.999):
+        """``sample_rate`` in Hz; ``full_scale_db`` is the dB SPL read for RMS 1.0;
+        ``clip_threshold`` is the |sample| (full scale = 1.0) counted as clipped."""
+        self.sample_rate = validate_sample_rate(sample_rate)
+        if not np.isfinite(full_scale_db):
+            raise ValueError(f"full_scale_db must be finite, got {full_scale_db!r}")
+        if not 0.0 < clip_threshold <= 1.0:
+            raise ValueError(f"clip_threshold must be in (0, 1], got {clip_threshold!r}")
+        self.full_scale_db = float(full_scale_db)
+        self.clip_threshold = float(clip_threshold)
+        self._sos_a = weighting_sos("A", self.sample_rate)
+        self._sos_c = weighting_sos("C", self.sample_rate)
+        self._fast = time_weighting_coefficient(self.sample_rate, TIME_CONSTANT_FAST_S)
+        self._slow = time_weighting_coefficient(self.sample_rate, TIME_CONSTANT_SLOW_S)
+        self.reset()
+
+    def reset(self) -> None:
+        """Return every filter and averager to silence, as after construction."""
+        self._zi_a = np.zeros((self._sos_a.shape[0], 2))
+        self._zi_c = np.zeros((self._sos_c.shape[0], 2))
+        self._zi_fast = np.zeros(1)
+        self._zi_slow = np.zeros(1)
+
+    def process(self, block: np.ndarray) -> FrameLevels:
+        """Levels over ``block`` (1-D float samples, full scale 1.0, any length > 0)."""
+        samples = validate_block(block)
+        a_weighted, self._zi_a = signal.sosfilt(self._sos_a, samples, zi=self._zi_a)
+        c_weighted, self._zi_c = signal.sosfilt(self._sos_c, samples, zi=self._zi_c)
+        a_squared = a_weighted * a_weighted
+        fast, self._zi_fast = time_weighted_mean_square(a_squared, self._fast, self._zi_fast)
+        slow, self._zi_slow = time_weighted_mean_square(a_squared, self._slow, self._zi_slow)
+        count = samples.size
+        full_scale_db = self.full_scale_db
+        return FrameLevels(
+            laeq_db=float(level_db(a_squared.sum() / count, full_scale_db)),
+            lceq_db=float(level_db(np.dot(c_weighted, c_weighted) / count, full_scale_db)),
+            lzeq_db=float(level_db(np.dot(samples, samples) / count, full_scale_db)),
+            lafmax_db=float(level_db(fast.max(), full_scale_db)),
+            lafmin_db=float(level_db(fast.min(), full_scale_db)),
+            lasmax_db=float(level_db(slow.max(), full_scale_db)),
+            clipped_samples=int(np.count_nonzero(np.abs(samples) >= self.clip_threshold)),
+        )

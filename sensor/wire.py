@@ -1,0 +1,264 @@
+"""Wire format v1: one msgpack map per one-second frame, arrays as packed little-endian numbers.
+
+The sensor owns this format; the analyzer imports it. Every field is validated on decode and
+an error names the field and what was wrong with it. Keys are short to keep frames small.
+
+===========  =========  ===========================================================
+key          type       meaning
+===========  =========  ===========================================================
+``v``        int        schema version, always 1
+``dev``      str        device id, ``[a-z0-9][a-z0-9_-]{0,63}``
+``seq``      int        sequence number, per device, never reused (survives restarts)
+``t``        int        capture time of the frame's first sample, ns since the Unix epoch (UTC)
+``sr``       int        sample rate of the capture, Hz
+``n``        int        number of samples in the frame (one second: ``sr``)
+``fs_db``    float      calibration: the dB SPL that an RMS of digital full scale reads
+``cal``      str        calibration date (ISO 8601) or ``""``
+``la``       float      LAeq over the frame, dB
+``lc``       float      LCeq over the frame, dB
+``lz``       float      LZeq over the frame, dB
+``lafmax``   float      LAFmax over the frame, dB
+``clip``     int        number of clipped samples in the frame
+``b0``       int        IEC 61260-1 index x of the first one-third-octave band (fm = 1000*10**(x/10))
+``bands``    bytes      float32 band levels (Leq over the frame, Z-weighted, dB)
+``hop``      float      step of the short-time series below, seconds (0.02)
+``laeq_s``   bytes      float16 LAeq per step, dB
+``laf_s``    bytes      float16 LAF (F time-weighted, A-weighted) maximum per step, dB
+``mels``     int        number of mel bands
+``mel``      bytes      float16 mel band levels, dB SPL, row-major (steps x mels)
+===========  =========  ===========================================================
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from sensor.errors import WireError
+
+SCHEMA_VERSION = 1
+TOPIC_ROOT = "barkwatch/v1"
+MAX_PAYLOAD_BYTES = 64 * 1024
+DEVICE_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+SUPPORTED_SAMPLE_RATES = (16000, 32000, 44100, 48000)
+MAX_BANDS = 43
+MAX_STEPS = 200
+MAX_MELS = 256
+
+
+def frame_topic(device_id: str) -> str:
+    """Topic a device publishes its frames on."""
+    return f"{TOPIC_ROOT}/frames/{device_id}"
+
+
+def status_topic(device_id: str) -> str:
+    """Retained online/offline topic, driven by the MQTT Last Will."""
+    return f"{TOPIC_ROOT}/status/{device_id}"
+
+
+def heartbeat_topic(device_id: str) -> str:
+    """Topic of the periodic JSON heartbeat with the sensor's counters."""
+    return f"{TOPIC_ROOT}/heartbeat/{device_id}"
+
+
+def device_from_topic(topic: str) -> tuple[str, str]:
+    """Split ``barkwatch/v1/<kind>/<device>`` into (kind, device); raise WireError otherwise."""
+    parts = topic.split("/")
+    if len(parts) != 4 or "/".join(parts[:2]) != TOPIC_ROOT:
+        raise WireError(f"topic {topic!r} is not of the form {TOPIC_ROOT}/<kind>/<device>")
+    kind, device = parts[2], parts[3]
+    if not DEVICE_ID_PATTERN.match(device):
+        raise WireError(f"topic {topic!r}: device id {device!r} is not a valid device id")
+    return kind, device
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One second of calibrated measurements and classification features from one device.
+
+    Levels are dB re 20 µPa. Arrays are float32 in memory; the wire stores the short-time
+    series and mel levels as float16 (0.06 dB resolution near 100 dB).
+    """
+
+    device_id: str
+    seq: int
+    capture_ns: int
+    sample_rate: int
+    n_samples: int
+    full_scale_db: float
+    calibration_date: str
+    laeq_db: float
+    lceq_db: float
+    lzeq_db: float
+    lafmax_db: float
+    clipped_samples: int
+    band_first_index: int
+    bands_db: np.ndarray = field(repr=False)
+    hop_s: float
+    laeq_steps_db: np.ndarray = field(repr=False)
+    laf_steps_db: np.ndarray = field(repr=False)
+    mel_db: np.ndarray = field(repr=False)
+
+    @property
+    def duration_s(self) -> float:
+        """Length of the frame in seconds."""
+        return self.n_samples / self.sample_rate
+
+    @property
+    def end_ns(self) -> int:
+        """Capture time just after the frame's last sample, ns since the epoch."""
+        return self.capture_ns + round(self.n_samples * 1e9 / self.sample_rate)
+
+
+def encode_frame(frame: Frame) -> bytes:
+    """Serialise a frame to wire format v1."""
+    mel = np.asarray(frame.mel_db, dtype="<f2")
+    payload = {
+        "v": SCHEMA_VERSION,
+        "dev": frame.device_id,
+        "seq": int(frame.seq),
+        "t": int(frame.capture_ns),
+        "sr": int(frame.sample_rate),
+        "n": int(frame.n_samples),
+        "fs_db": float(frame.full_scale_db),
+        "cal": frame.calibration_date,
+        "la": float(frame.laeq_db),
+        "lc": float(frame.lceq_db),
+        "lz": float(frame.lzeq_db),
+        "lafmax": float(frame.lafmax_db),
+        "clip": int(frame.clipped_samples),
+        "b0": int(frame.band_first_index),
+        "bands": np.asarray(frame.bands_db, dtype="<f4").tobytes(),
+        "hop": float(frame.hop_s),
+        "laeq_s": np.asarray(frame.laeq_steps_db, dtype="<f2").tobytes(),
+        "laf_s": np.asarray(frame.laf_steps_db, dtype="<f2").tobytes(),
+        "mels": int(mel.shape[1]) if mel.ndim == 2 else 0,
+        "mel": mel.tobytes(),
+    }
+    return msgpack.packb(payload, use_bin_type=True)
+
+
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "v": int,
+    "dev": str,
+    "seq": int,
+    "t": int,
+    "sr": int,
+    "n": int,
+    "fs_db": (float, int),
+    "cal": str,
+    "la": (float, int),
+    "lc": (float, int),
+    "lz": (float, int),
+    "lafmax": (float, int),
+    "clip": int,
+    "b0": int,
+    "bands": bytes,
+    "hop": (float, int),
+    "laeq_s": bytes,
+    "laf_s": bytes,
+    "mels": int,
+    "mel": bytes,
+}
+
+
+def _array(raw: bytes, dtype: str, name: str, expected_len: int | None = None) -> np.ndarray:
+    itemsize = np.dtype(dtype).itemsize
+    if len(raw) % itemsize:
+        raise WireError(f"field {name!r}: {len(raw)} bytes is not a whole number of {dtype}")
+    values = np.frombuffer(raw, dtype=dtype).astype(np.float32)
+    if expected_len is not None and values.size != expected_len:
+        raise WireError(f"field {name!r}: {values.size} values, expected {expected_len}")
+    if not np.all(np.isfinite(values)):
+        raise WireError(f"field {name!r}: contains NaN or infinity")
+    return values
+
+
+def _level(payload: dict[str, Any], key: str) -> float:
+    value = float(payload[key])
+    if not math.isfinite(value) or not -100.0 <= value <= 250.0:
+        raise WireError(f"field {key!r}: level {value} dB is outside -100..250 dB")
+    return value
+
+
+def decode_frame(data: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> Frame:
+    """Parse and validate a wire-format v1 frame; raise WireError naming what was wrong."""
+    if len(data) > max_bytes:
+        raise WireError(f"payload of {len(data)} bytes exceeds the limit of {max_bytes} bytes")
+    try:
+        payload = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise WireError(f"payload is not valid msgpack: {exc}") from exc
+    if not isinstance(payload, dict):
+        raise WireError(f"payload is a {type(payload).__name__}, expected a map")
+    version = payload.get("v")
+    if version != SCHEMA_VERSION:
+        raise WireError(f"field 'v': schema version {version!r} is not supported (expected 1)")
+    missing = sorted(set(_FIELDS) - set(payload))
+    if missing:
+        raise WireError(f"missing field(s): {', '.join(missing)}")
+    unknown = sorted(set(payload) - set(_FIELDS))
+    if unknown:
+        raise WireError(f"unknown field(s): {', '.join(map(str, unknown))}")
+    for key, kind in _FIELDS.items():
+        value = payload[key]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise WireError(f"field {key!r}: {type(value).__name__} is not the expected type")
+
+    device_id = payload["dev"]
+    if not DEVICE_ID_PATTERN.match(device_id):
+        raise WireError(f"field 'dev': {device_id!r} is not a valid device id")
+    if not 0 <= payload["seq"] < 2**63:
+        raise WireError(f"field 'seq': {payload['seq']} is out of range")
+    if not 0 < payload["t"] < 2**63:
+        raise WireError(f"field 't': {payload['t']} is not a capture time in ns")
+    sample_rate = payload["sr"]
+    if sample_rate not in SUPPORTED_SAMPLE_RATES:
+        raise WireError(f"field 'sr': {sample_rate} Hz is not a supported sample rate")
+    if not 0 < payload["n"] <= 4 * sample_rate:
+        raise WireError(f"field 'n': {payload['n']} samples is out of range")
+    if not 0 <= payload["clip"] <= payload["n"]:
+        raise WireError(f"field 'clip': {payload['clip']} is out of range")
+    if not -20 <= payload["b0"] <= 13:
+        raise WireError(f"field 'b0': band index {payload['b0']} is out of range")
+    hop_s = float(payload["hop"])
+    if not 0.001 <= hop_s <= 1.0:
+        raise WireError(f"field 'hop': {hop_s} s is out of range")
+
+    bands = _array(payload["bands"], "<f4", "bands")
+    if not 0 < bands.size <= MAX_BANDS:
+        raise WireError(f"field 'bands': {bands.size} bands is out of range")
+    laeq_steps = _array(payload["laeq_s"], "<f2", "laeq_s")
+    if not 0 < laeq_steps.size <= MAX_STEPS:
+        raise WireError(f"field 'laeq_s': {laeq_steps.size} steps is out of range")
+    laf_steps = _array(payload["laf_s"], "<f2", "laf_s", laeq_steps.size)
+    n_mels = payload["mels"]
+    if not 0 < n_mels <= MAX_MELS:
+        raise WireError(f"field 'mels': {n_mels} is out of range")
+    mel = _array(payload["mel"], "<f2", "mel", laeq_steps.size * n_mels)
+
+    return Frame(
+        device_id=device_id,
+        seq=payload["seq"],
+        capture_ns=payload["t"],
+        sample_rate=sample_rate,
+        n_samples=payload["n"],
+        full_scale_db=float(payload["fs_db"]),
+        calibration_date=payload["cal"],
+        laeq_db=_level(payload, "la"),
+        lceq_db=_level(payload, "lc"),
+        lzeq_db=_level(payload, "lz"),
+        lafmax_db=_level(payload, "lafmax"),
+        clipped_samples=payload["clip"],
+        band_first_index=payload["b0"],
+        bands_db=bands,
+        hop_s=hop_s,
+        laeq_steps_db=laeq_steps,
+        laf_steps_db=laf_steps,
+        mel_db=mel.reshape(laeq_steps.size, n_mels),
+    )
