@@ -27,23 +27,40 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser."""
     parser = argparse.ArgumentParser(prog="barkwatch", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"],
-                        help="logging detail (default INFO)")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING"],
+        help="logging detail (default INFO)",
+    )
     sub = parser.add_subparsers(dest="command")
 
     analyze = sub.add_parser(
-        "analyze", help="analyse sound files offline and print one JSON document per file",
+        "analyze",
+        help="analyse sound files offline and print one JSON document per file",
         description="Measure each file exactly as a sensor would and run the analyzer's "
-                    "pipeline on it. Prints one barkwatch.analysis/1 JSON document per file, "
-                    "one per line (schema in the README).")
+        "pipeline on it. Prints one barkwatch.analysis/1 JSON document per file, "
+        "one per line (schema in the README).",
+    )
     analyze.add_argument("files", nargs="+", metavar="FILE", help="sound files (WAV, FLAC, ...)")
-    analyze.add_argument("--format", choices=["json", "text"], default="json",
-                         help="JSON lines (default) or a readable summary")
-    analyze.add_argument("--include-frames", action="store_true",
-                         help="add per-second levels and band levels ('frames')")
-    analyze.add_argument("--full-scale-db", type=float, default=120.0, metavar="L",
-                         help="calibration: a signal whose RMS is digital full scale reads L dB "
-                              "SPL (default 120)")
+    analyze.add_argument(
+        "--format",
+        choices=["json", "text"],
+        default="json",
+        help="JSON lines (default) or a readable summary",
+    )
+    analyze.add_argument(
+        "--include-frames",
+        action="store_true",
+        help="add per-second levels and band levels ('frames')",
+    )
+    analyze.add_argument(
+        "--full-scale-db",
+        type=float,
+        default=120.0,
+        metavar="L",
+        help="calibration: a signal whose RMS is digital full scale reads L dB SPL (default 120)",
+    )
 
     service = sub.add_parser("analyzer", help="the live analyzer service")
     service_sub = service.add_subparsers(dest="action")
@@ -51,13 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", required=True, help="analyzer configuration file (TOML)")
     check = service_sub.add_parser("validate-config", help="check a configuration file")
     check.add_argument("--config", help="analyzer configuration file (TOML)")
-    check.add_argument("--describe", action="store_true",
-                       help="print every key with its default and meaning")
+    check.add_argument(
+        "--describe", action="store_true", help="print every key with its default and meaning"
+    )
 
     demo = sub.add_parser("demo", help="run the whole system locally on the bundled recording")
     demo.add_argument("--input", metavar="FILE", help="replay this file instead")
-    demo.add_argument("--keep-running", action="store_true",
-                      help="keep the services up after the replay until Ctrl-C")
+    demo.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="keep the services up after the replay until Ctrl-C",
+    )
     return parser
 
 
@@ -75,12 +96,16 @@ def _analyze(args: argparse.Namespace) -> int:
         if args.format == "json":
             print(json.dumps(document), flush=True)
         else:
-            print(f"{path}: {document['duration_s']:.1f} s, {len(document['events'])} dog "
-                  f"event(s), max dog score {document['max_dog_score']:.2f}")
+            print(
+                f"{path}: {document['duration_s']:.1f} s, {len(document['events'])} dog "
+                f"event(s), max dog score {document['max_dog_score']:.2f}"
+            )
             for event in document["events"]:
-                print(f"  {event['onset_s']:8.2f}-{event['offset_s']:8.2f} s  {event['label']}"
-                      f"  conf {event['confidence']:.2f}  LAeq {event['laeq_db']:.1f} dB"
-                      f"  LAFmax {event['lafmax_db']:.1f} dB")
+                print(
+                    f"  {event['onset_s']:8.2f}-{event['offset_s']:8.2f} s  {event['label']}"
+                    f"  conf {event['confidence']:.2f}  LAeq {event['laeq_db']:.1f} dB"
+                    f"  LAFmax {event['lafmax_db']:.1f} dB"
+                )
     return 1 if failures else 0
 
 
@@ -118,8 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``barkwatch``."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         if args.command == "analyze":
             return _analyze(args)

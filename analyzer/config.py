@@ -17,8 +17,9 @@ class InfluxSettings:
     url: str = setting("http://127.0.0.1:8086", "base URL of InfluxDB's HTTP API")
     database: str = setting("barkwatch", "database name (created if missing)")
     username: str = setting("", "user name for InfluxDB 1.x authentication; empty = none")
-    password_env: str = setting("BARKWATCH_INFLUX_PASSWORD",
-                                "environment variable holding the password (or a 2.x token)")
+    password_env: str = setting(
+        "BARKWATCH_INFLUX_PASSWORD", "environment variable holding the password (or a 2.x token)"
+    )
     batch_points: int = setting(5000, "points per write request at most", 1, 100000)
     timeout_s: float = setting(10.0, "HTTP timeout per request, s", 0.5, 300.0)
     retry_max_s: float = setting(30.0, "cap of the exponential retry backoff, s", 0.1, 600.0)
@@ -34,11 +35,11 @@ class DetectorSettings:
 
     band_low_hz: float = setting(400.0, "lower edge of the bark band, Hz", 50.0, 4000.0)
     band_high_hz: float = setting(4000.0, "upper edge of the bark band, Hz", 500.0, 8000.0)
-    prominence_db: float = setting(12.0, "bark-band rise over background scoring 0.5, dB",
-                                   1.0, 60.0)
+    prominence_db: float = setting(
+        12.0, "bark-band rise over background scoring 0.5, dB", 1.0, 60.0
+    )
     slope_db: float = setting(3.0, "dB per unit of logistic score slope", 0.1, 20.0)
-    background_rise_s: float = setting(10.0, "time constant of a rising background, s",
-                                       0.5, 600.0)
+    background_rise_s: float = setting(10.0, "time constant of a rising background, s", 0.5, 600.0)
     on_threshold: float = setting(0.6, "score that opens an event", 0.0, 1.0)
     off_threshold: float = setting(0.4, "score below which an event closes", 0.0, 1.0)
     min_duration_s: float = setting(0.06, "shortest event kept, s", 0.0, 10.0)
@@ -50,8 +51,9 @@ class AnalyzerConfig:
     """Everything the live analyzer needs."""
 
     client_id: str = setting("barkwatch-analyzer", "MQTT client id of the persistent session")
-    max_payload_bytes: int = setting(MAX_PAYLOAD_BYTES, "larger frames are dropped, counted",
-                                     1024, 262144)
+    max_payload_bytes: int = setting(
+        MAX_PAYLOAD_BYTES, "larger frames are dropped, counted", 1024, 262144
+    )
     stats_interval_s: float = setting(10.0, "seconds between analyzer_stats points", 1.0, 3600.0)
     reorder_window_frames: int = setting(120, "frames held to restore capture order", 1, 3600)
     mqtt: MqttSettings = setting(MqttSettings(), "broker")

@@ -11,7 +11,7 @@ import logging
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from analyzer.config import AnalyzerConfig, InfluxSettings
@@ -35,16 +35,20 @@ def _say(text: str) -> None:
 def run_demo(recording: str | None = None, keep_running: bool = False) -> int:
     """Run the demo; return the process exit status."""
     path = Path(recording) if recording else DEMO_RECORDING
-    source = FileSource(path, realtime=False)
+    source = FileSource(path)
     workdir = tempfile.TemporaryDirectory(prefix="barkwatch-demo-")
     with Services(Path(workdir.name) / "services") as services:
-        _say(f"[1/4] services up: mosquitto on 127.0.0.1:{services.broker.port}, "
-             f"influxdb at {services.influx.url}")
+        _say(
+            f"[1/4] services up: mosquitto on 127.0.0.1:{services.broker.port}, "
+            f"influxdb at {services.influx.url}"
+        )
         mqtt_settings = MqttSettings(host="127.0.0.1", port=services.broker.port)
-        analyzer = Analyzer(AnalyzerConfig(
-            mqtt=mqtt_settings,
-            influx=InfluxSettings(url=services.influx.url, database="barkwatch"),
-        ))
+        analyzer = Analyzer(
+            AnalyzerConfig(
+                mqtt=mqtt_settings,
+                influx=InfluxSettings(url=services.influx.url, database="barkwatch"),
+            )
+        )
         analyzer.start()
         _say("[2/4] analyzer subscribed to barkwatch/v1/+/+")
         sensor_config = SensorConfig(
@@ -54,36 +58,53 @@ def run_demo(recording: str | None = None, keep_running: bool = False) -> int:
             outbox=OutboxSettings(path=str(Path(workdir.name) / "outbox.sqlite")),
         )
         start_ns = time.time_ns() - round(source.duration_s * 1e9)
-        _say(f"[3/4] replaying {path.name} ({source.duration_s:.0f} s of audio) through the "
-             f"sensor as device {DEMO_DEVICE} ...")
+        _say(
+            f"[3/4] replaying {path.name} ({source.duration_s:.0f} s of audio) through the "
+            f"sensor as device {DEMO_DEVICE} ..."
+        )
         started = time.monotonic()
-        stats = run_node(sensor_config, source, start_ns, threading.Event(),
-                         exit_when_drained=True, total_s=source.duration_s)
+        stats = run_node(
+            sensor_config,
+            source,
+            start_ns,
+            threading.Event(),
+            exit_when_drained=True,
+            total_s=source.duration_s,
+        )
         while analyzer.counters.frames_stored < stats.frames:
             _say(f"      stored {analyzer.counters.frames_stored}/{stats.frames} frames")
             time.sleep(0.5)
         elapsed = time.monotonic() - started
         analyzer.stop()
-        _say(f"      {stats.frames} frames measured, published and stored in {elapsed:.1f} s "
-             f"({source.duration_s / elapsed:.1f}x real time)")
+        _say(
+            f"      {stats.frames} frames measured, published and stored in {elapsed:.1f} s "
+            f"({source.duration_s / elapsed:.1f}x real time)"
+        )
         events = analyzer.influx.query(
             f"SELECT duration_s, confidence, laeq_db, lafmax_db FROM dog_event "
-            f"WHERE device = '{DEMO_DEVICE}'")
+            f"WHERE device = '{DEMO_DEVICE}'"
+        )
         rows = events[0]["values"] if events else []
-        _say(f"[4/4] {len(rows)} dog-vocalization event(s) stored "
-             f"(first, simple detector: {analyzer.counters.events_stored} events):")
+        _say(
+            f"[4/4] {len(rows)} dog-vocalization event(s) stored "
+            f"(first, simple detector: {analyzer.counters.events_stored} events):"
+        )
         for time_ns, duration_s, confidence, laeq_db, lafmax_db in rows:
             offset_s = (time_ns - start_ns) / 1e9
-            moment = datetime.fromtimestamp(time_ns / 1e9, timezone.utc).strftime("%H:%M:%S.%f")
-            _say(f"      {moment[:-3]} UTC (+{offset_s:6.2f} s)  {duration_s:5.2f} s  "
-                 f"conf {confidence:.2f}  LAeq {laeq_db:5.1f} dB  LAFmax {lafmax_db:5.1f} dB")
-        _say("\nLook at it yourself (InfluxQL, database 'barkwatch'):\n"
-             f"  curl -G {services.influx.url}/query --data-urlencode db=barkwatch "
-             "--data-urlencode \"q=SELECT laeq_db, lafmax_db, max_dog_score FROM level "
-             f"WHERE device = '{DEMO_DEVICE}' LIMIT 5\"\n"
-             f"  SELECT * FROM dog_event WHERE device = '{DEMO_DEVICE}'\n"
-             f"  SELECT mean(laeq_db) FROM level WHERE device = '{DEMO_DEVICE}' "
-             "AND time > now() - 1h GROUP BY time(10s)")
+            moment = datetime.fromtimestamp(time_ns / 1e9, UTC).strftime("%H:%M:%S.%f")
+            _say(
+                f"      {moment[:-3]} UTC (+{offset_s:6.2f} s)  {duration_s:5.2f} s  "
+                f"conf {confidence:.2f}  LAeq {laeq_db:5.1f} dB  LAFmax {lafmax_db:5.1f} dB"
+            )
+        _say(
+            "\nLook at it yourself (InfluxQL, database 'barkwatch'):\n"
+            f"  curl -G {services.influx.url}/query --data-urlencode db=barkwatch "
+            '--data-urlencode "q=SELECT laeq_db, lafmax_db, max_dog_score FROM level '
+            f"WHERE device = '{DEMO_DEVICE}' LIMIT 5\"\n"
+            f"  SELECT * FROM dog_event WHERE device = '{DEMO_DEVICE}'\n"
+            f"  SELECT mean(laeq_db) FROM level WHERE device = '{DEMO_DEVICE}' "
+            "AND time > now() - 1h GROUP BY time(10s)"
+        )
         if keep_running:
             _say("\nServices keep running; press Ctrl-C to stop them.")
             try:

@@ -52,8 +52,14 @@ class EventTracker:
         self._current: _Open | None = None  # scores still above the off threshold
         self._held: _Open | None = None  # ended, waiting to see whether the next one merges
 
-    def feed(self, start_ns: int, hop_s: float, scores: np.ndarray, laeq_db: np.ndarray,
-             laf_db: np.ndarray) -> list[DogEvent]:
+    def feed(
+        self,
+        start_ns: int,
+        hop_s: float,
+        scores: np.ndarray,
+        laeq_db: np.ndarray,
+        laf_db: np.ndarray,
+    ) -> list[DogEvent]:
         """Consume consecutive steps starting at ``start_ns``; return events that ended."""
         done: list[DogEvent] = []
         hop_ns = round(hop_s * 1e9)
@@ -92,7 +98,10 @@ class EventTracker:
         return done
 
     def _emit(self, event: _Open) -> list[DogEvent]:
-        if event.steps == 0 or event.offset_ns - event.onset_ns < self.settings.min_duration_s * 1e9:
+        if (
+            event.steps == 0
+            or event.offset_ns - event.onset_ns < self.settings.min_duration_s * 1e9
+        ):
             return []
         return [
             DogEvent(

@@ -35,8 +35,40 @@ log = logging.getLogger(__name__)
 
 # ISO 266 R10 nominal labels of the IEC 61260-1 base-10 bands x = -20 .. 13.
 NOMINAL_BAND_HZ = (
-    10, 12.5, 16, 20, 25, 31.5, 40, 50, 63, 80, 100, 125, 160, 200, 250, 315, 400, 500, 630,
-    800, 1000, 1250, 1600, 2000, 2500, 3150, 4000, 5000, 6300, 8000, 10000, 12500, 16000, 20000,
+    10,
+    12.5,
+    16,
+    20,
+    25,
+    31.5,
+    40,
+    50,
+    63,
+    80,
+    100,
+    125,
+    160,
+    200,
+    250,
+    315,
+    400,
+    500,
+    630,
+    800,
+    1000,
+    1250,
+    1600,
+    2000,
+    2500,
+    3150,
+    4000,
+    5000,
+    6300,
+    8000,
+    10000,
+    12500,
+    16000,
+    20000,
 )
 
 
@@ -93,11 +125,23 @@ def event_point(event: DogEvent) -> Point:
 
 
 HEALTH_FIELDS: Mapping[str, type] = {
-    "uptime_s": float, "frames": int, "lost_samples": int, "dropped_blocks": int,
-    "overflows": int, "queue_depth": int, "outbox_backlog": int, "outbox_evicted": int,
-    "published": int, "acknowledged": int, "inflight": int, "connects": int,
-    "clock_synchronised": bool, "clock_max_error_us": int, "full_scale_db": float,
-    "calibration_date": str, "software_version": str,
+    "uptime_s": float,
+    "frames": int,
+    "lost_samples": int,
+    "dropped_blocks": int,
+    "overflows": int,
+    "queue_depth": int,
+    "outbox_backlog": int,
+    "outbox_evicted": int,
+    "published": int,
+    "acknowledged": int,
+    "inflight": int,
+    "connects": int,
+    "clock_synchronised": bool,
+    "clock_max_error_us": int,
+    "full_scale_db": float,
+    "calibration_date": str,
+    "software_version": str,
 }
 
 
@@ -115,14 +159,18 @@ def health_point(device_id: str, heartbeat: Mapping[str, Any]) -> Point:
             value = float(value)
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
             raise AnalyzerError(f"heartbeat field {key!r}: {value!r} is not a {kind.__name__}")
-        point.field(key, _finite(key, value) if kind is float else value)
+        point.field(key, _finite(key, value) if isinstance(value, float) else value)
     return point
 
 
 def status_point(device_id: str, online: bool, time_ns: int) -> Point:
     """The ``sensor_status`` point for an online/offline change."""
-    return (Point("sensor_status").tag("device", device_id).field("online", bool(online))
-            .time(time_ns, WritePrecision.NS))
+    return (
+        Point("sensor_status")
+        .tag("device", device_id)
+        .field("online", bool(online))
+        .time(time_ns, WritePrecision.NS)
+    )
 
 
 def stats_point(analyzer_id: str, counters: Mapping[str, int], time_ns: int) -> Point:
@@ -149,8 +197,9 @@ class InfluxClient:
 
     def _request(self, path: str, params: Mapping[str, str], body: bytes | None) -> bytes:
         url = f"{self.base}{path}?{urllib.parse.urlencode(params)}"
-        request = urllib.request.Request(url, data=body, headers=self._headers,
-                                         method="POST" if body is not None else "GET")
+        request = urllib.request.Request(
+            url, data=body, headers=self._headers, method="POST" if body is not None else "GET"
+        )
         try:
             with urllib.request.urlopen(request, timeout=self.settings.timeout_s) as response:
                 return bytes(response.read())
@@ -203,8 +252,9 @@ class InfluxClient:
                     raise
 
 
-def write_with_retry(client: InfluxClient, lines: Sequence[str], stop: threading.Event,
-                     on_retry: Any = None) -> bool:
+def write_with_retry(
+    client: InfluxClient, lines: Sequence[str], stop: threading.Event, on_retry: Any = None
+) -> bool:
     """Write until stored, retrying with capped exponential backoff while InfluxDB is away.
 
     Returns True when stored, False when ``stop`` was set first (nothing is dropped: the

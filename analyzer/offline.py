@@ -17,7 +17,7 @@ from analyzer.detector import MODEL_VERSION
 from analyzer.pipeline import DevicePipeline
 from sensor.capture import FileSource
 from sensor.frames import FrameBuilder
-from sensor.wire import Frame
+from sensor.wire import Frame, decode_frame, encode_frame
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,8 @@ def frames_of_file(path: str | Path, full_scale_db: float) -> tuple[FileSource, 
     """Measure a sound file exactly as a sensor would; frames start at capture time 0.
 
     A trailing partial second is padded with silence so that short clips are analysed too.
+    Every frame goes through the wire format and back, so offline analysis sees exactly the
+    numbers (float16 features included) that the live analyzer receives.
     """
     source = FileSource(path, block_s=1.0)
     builder = FrameBuilder("offline", source.sample_rate, full_scale_db, start_ns=0)
@@ -41,7 +43,7 @@ def frames_of_file(path: str | Path, full_scale_db: float) -> tuple[FileSource, 
         if block.samples is not None:
             frames.extend(builder.push(block.samples))
     frames.extend(builder.finish())
-    return source, frames
+    return source, [decode_frame(encode_frame(frame)) for frame in frames]
 
 
 def analyze_file(
@@ -62,15 +64,17 @@ def analyze_file(
         events.extend(result.events)
         max_score = max(max_score, result.max_dog_score)
         if include_frames:
-            frame_rows.append({
-                "t_s": _round(frame.capture_ns / 1e9, 3),
-                "laeq_db": _round(frame.laeq_db),
-                "lceq_db": _round(frame.lceq_db),
-                "lzeq_db": _round(frame.lzeq_db),
-                "lafmax_db": _round(frame.lafmax_db),
-                "dog_score": _round(result.max_dog_score, 4),
-                "bands_db": [_round(v) for v in frame.bands_db],
-            })
+            frame_rows.append(
+                {
+                    "t_s": _round(frame.capture_ns / 1e9, 3),
+                    "laeq_db": _round(frame.laeq_db),
+                    "lceq_db": _round(frame.lceq_db),
+                    "lzeq_db": _round(frame.lzeq_db),
+                    "lafmax_db": _round(frame.lafmax_db),
+                    "dog_score": _round(result.max_dog_score, 4),
+                    "bands_db": [_round(v) for v in frame.bands_db],
+                }
+            )
     events.extend(pipeline.flush())
     document: dict[str, Any] = {
         "schema": SCHEMA,

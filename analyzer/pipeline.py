@@ -46,14 +46,19 @@ class DevicePipeline:
             self.detector = ProminenceDetector(self.settings, frame.mel_db.shape[1], frame.hop_s)
             self.tracker = EventTracker(self.device_id, self.settings, self.model_version)
         events: list[DogEvent] = []
-        if self._expected_ns is not None and abs(frame.capture_ns - self._expected_ns) > \
-                CONTINUITY_TOLERANCE_NS:
+        if (
+            self._expected_ns is not None
+            and abs(frame.capture_ns - self._expected_ns) > CONTINUITY_TOLERANCE_NS
+        ):
             # Missing frames: neither silence nor barking. Close what was open, start afresh.
             events.extend(self.tracker.flush())
             self.detector.reset()
         scores = self.detector.scores(frame.mel_db)
-        events.extend(self.tracker.feed(frame.capture_ns, frame.hop_s, scores,
-                                        frame.laeq_steps_db, frame.laf_steps_db))
+        events.extend(
+            self.tracker.feed(
+                frame.capture_ns, frame.hop_s, scores, frame.laeq_steps_db, frame.laf_steps_db
+            )
+        )
         self._expected_ns = frame.end_ns
         return FrameResult(max_dog_score=float(scores.max(initial=0.0)), events=events)
 

@@ -43,8 +43,11 @@ from sensor.wire import TOPIC_ROOT, Frame, decode_frame, device_from_topic
 
 log = logging.getLogger(__name__)
 
-SUBSCRIPTIONS = [(f"{TOPIC_ROOT}/frames/+", 1), (f"{TOPIC_ROOT}/heartbeat/+", 1),
-                 (f"{TOPIC_ROOT}/status/+", 1)]
+SUBSCRIPTIONS = [
+    (f"{TOPIC_ROOT}/frames/+", 1),
+    (f"{TOPIC_ROOT}/heartbeat/+", 1),
+    (f"{TOPIC_ROOT}/status/+", 1),
+]
 STORED_SEQS_PER_DEVICE = 100_000
 FLUSH_AFTER_S = 0.5
 
@@ -122,8 +125,9 @@ class Analyzer:
     def start(self) -> None:
         """Connect to the broker and start the worker (which first makes sure the database
         exists, retrying while InfluxDB is unreachable)."""
-        self.client.connect_async(self.config.mqtt.host, self.config.mqtt.port,
-                                  self.config.mqtt.keepalive_s)
+        self.client.connect_async(
+            self.config.mqtt.host, self.config.mqtt.port, self.config.mqtt.keepalive_s
+        )
         self.client.loop_start()
         self._worker.start()
 
@@ -141,19 +145,25 @@ class Analyzer:
         return ", ".join(f"{k}={v}" for k, v in asdict(self.counters).items() if v)
 
     # --- paho callbacks (network thread): hand on and return ---------------------------------
-    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any,
-                    properties: Any) -> None:
+    def _on_connect(
+        self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
         if reason.is_failure:
             log.error("broker refused the analyzer: %s", reason)
             return
         self._generation += 1
         client.subscribe(SUBSCRIPTIONS)
         self.connected.set()
-        log.info("analyzer connected to %s:%d (session present: %s)", self.config.mqtt.host,
-                 self.config.mqtt.port, flags.session_present)
+        log.info(
+            "analyzer connected to %s:%d (session present: %s)",
+            self.config.mqtt.host,
+            self.config.mqtt.port,
+            flags.session_present,
+        )
 
-    def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any,
-                       properties: Any) -> None:
+    def _on_disconnect(
+        self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
         self.connected.clear()
         if not self.stop_event.is_set():
             log.warning("analyzer lost the broker (%s); reconnecting with backoff", reason)
@@ -174,8 +184,11 @@ class Analyzer:
                 self._handle(generation, message)
             if self._batch_acks or self._batch:
                 due = time.monotonic() - self._batch_started >= FLUSH_AFTER_S
-                if self._inbox.empty() or due or len(self._batch) >= \
-                        self.config.influx.batch_points:
+                if (
+                    self._inbox.empty()
+                    or due
+                    or len(self._batch) >= self.config.influx.batch_points
+                ):
                     self._flush()
             if time.monotonic() >= self._next_stats:
                 self._write_stats()
@@ -215,12 +228,12 @@ class Analyzer:
             return
         try:
             if kind == "frames":
-                self._handle_frame(device, message.payload, ack)
+                self._handle_frame(device, bytes(message.payload), ack)
                 return
             if kind == "heartbeat":
-                self._handle_heartbeat(device, message.payload)
+                self._handle_heartbeat(device, bytes(message.payload))
             elif kind == "status":
-                self._handle_status(device, message.payload)
+                self._handle_status(device, bytes(message.payload))
             else:
                 self.counters.bad_topic += 1
                 log.warning("dropped message on unknown topic %s", message.topic)
@@ -232,8 +245,12 @@ class Analyzer:
     def _handle_frame(self, device: str, payload: bytes, ack: Ack) -> None:
         if len(payload) > self.config.max_payload_bytes:
             self.counters.oversize += 1
-            log.warning("dropped frame from %s: %d bytes exceeds the limit of %d bytes",
-                        device, len(payload), self.config.max_payload_bytes)
+            log.warning(
+                "dropped frame from %s: %d bytes exceeds the limit of %d bytes",
+                device,
+                len(payload),
+                self.config.max_payload_bytes,
+            )
             self._ack_later(ack)
             return
         try:
@@ -245,8 +262,9 @@ class Analyzer:
             return
         if frame.device_id != device:
             self.counters.device_mismatch += 1
-            log.warning("dropped frame: device id %r disagrees with its topic's %r",
-                        frame.device_id, device)
+            log.warning(
+                "dropped frame: device id %r disagrees with its topic's %r", frame.device_id, device
+            )
             self._ack_later(ack)
             return
         key = (device, frame.seq)
@@ -259,8 +277,7 @@ class Analyzer:
             self._unstored[key].append(ack)
             return
         self._unstored[key] = [ack]
-        reorder = self._reorder.setdefault(
-            device, ReorderBuffer(self.config.reorder_window_frames))
+        reorder = self._reorder.setdefault(device, ReorderBuffer(self.config.reorder_window_frames))
         late_before = reorder.late
         ready = reorder.push(frame)
         if reorder.late > late_before:  # older than what was already scored: store unscored
@@ -286,8 +303,9 @@ class Analyzer:
             raise AnalyzerError("heartbeat is not a JSON object")
         if heartbeat.get("device_id") != device:
             self.counters.device_mismatch += 1
-            raise AnalyzerError(f"heartbeat device id {heartbeat.get('device_id')!r} "
-                                f"disagrees with its topic")
+            raise AnalyzerError(
+                f"heartbeat device id {heartbeat.get('device_id')!r} disagrees with its topic"
+            )
         self._add_points([health_point(device, heartbeat)])
         self.counters.heartbeats += 1
 
@@ -302,8 +320,9 @@ class Analyzer:
     def _flush(self) -> None:
         lines = [p.to_line_protocol() for p in self._batch]
         try:
-            stored = write_with_retry(self.influx, lines, self.stop_event,
-                                      on_retry=self._count_retry)
+            stored = write_with_retry(
+                self.influx, lines, self.stop_event, on_retry=self._count_retry
+            )
         except InfluxRejected as exc:
             # InfluxDB 1.x stores the valid points of a partially refused batch.
             self.counters.influx_rejected_batches += 1
@@ -326,6 +345,7 @@ class Analyzer:
 
     def _write_stats(self) -> None:
         self._next_stats = time.monotonic() + self.config.stats_interval_s
-        self._add_points([stats_point(self.config.client_id, asdict(self.counters),
-                                      time.time_ns())])
+        self._add_points(
+            [stats_point(self.config.client_id, asdict(self.counters), time.time_ns())]
+        )
         log.info("analyzer: %s", self.summary() or "idle")

@@ -75,8 +75,11 @@ class _ChildService:
             return
         with open(self.log_path, "ab") as log_file:
             self.process = subprocess.Popen(
-                self.command(), stdout=log_file, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                self.command(),
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -90,8 +93,9 @@ class _ChildService:
                 return
             time.sleep(0.01)
         self.stop()
-        raise ServiceError(f"{self.name} did not answer within {timeout_s:.0f} s; log:\n"
-                           f"{self.log_tail()}")
+        raise ServiceError(
+            f"{self.name} did not answer within {timeout_s:.0f} s; log:\n{self.log_tail()}"
+        )
 
     def stop(self, timeout_s: float = 15.0) -> None:
         """Stop the process (SIGTERM, then SIGKILL after ``timeout_s``)."""
@@ -129,8 +133,7 @@ class Mosquitto(_ChildService):
 
     name = "mosquitto"
 
-    def __init__(self, state_dir: Path, port: int | None = None,
-                 extra_config: str = "") -> None:
+    def __init__(self, state_dir: Path, port: int | None = None, extra_config: str = "") -> None:
         super().__init__(state_dir)
         self.binary = _binary("mosquitto", "mosquitto")
         self.port = port or free_port()
@@ -167,7 +170,7 @@ class InfluxDB(_ChildService):
             f'bind-address = "{LOOPBACK}:{self.rpc_port}"\n'
             f'[meta]\n  dir = "{state_dir}/meta"\n'
             f'[data]\n  dir = "{state_dir}/data"\n  wal-dir = "{state_dir}/wal"\n'
-            '  query-log-enabled = false\n'
+            "  query-log-enabled = false\n"
             f'[http]\n  bind-address = "{LOOPBACK}:{self.port}"\n  log-enabled = false\n'
             "[monitor]\n  store-enabled = false\n"
             "[continuous_queries]\n  log-enabled = false\n"
@@ -226,6 +229,10 @@ class Services(contextlib.AbstractContextManager["Services"]):
     def __enter__(self) -> Services:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()

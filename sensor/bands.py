@@ -7,6 +7,7 @@ convention and silence floor as ``sensor.levels`` (RMS 1.0 reads ``full_scale_db
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import overload
 
@@ -73,7 +74,7 @@ def third_octave_band_indices(sample_rate: int) -> np.ndarray:
 
 
 @dataclass
-class _Octave:
+class _Stage:
     """The bands computed at one rate of the multirate chain, and their running state."""
 
     factor: int  # decimation factor re the capture rate: 1, 2, 4, ...
@@ -108,17 +109,25 @@ class ThirdOctaveBank:
     phase, so results do not depend on how the signal is split into blocks, also for odd
     block lengths like 44100/4).
 
-    Each band is an order-3 Butterworth band-pass with its -3 dB points on the exact band
-    edges, designed at the rate where it runs. A band output sample at 1/D of the capture
-    rate stands for the D capture-rate samples that start at it; block Leq values weight
-    samples by how many of those fall in the block, so band energies add up exactly
-    across blocks (an Leq over a long block equals the energy mean of its parts).
+    Each band runs at the lowest rate fs/2**k at which its upper edge is at most 0.26 of
+    that rate: at 44.1 and 48 kHz that is three bands (one octave) per rate, 10 kHz down
+    to 25 Hz at fs/256; at 16 kHz the top six bands (2-6.3 kHz) and at 32 kHz the top
+    five (4-10 kHz) share the capture rate.
+    Each band is a Butterworth band-pass with its -3 dB points on the exact band edges,
+    designed at the rate where it runs: order 3, or 4 for the few top bands that sit
+    closer to Nyquist at 16 and 32 kHz. Every band meets the class 1 mask at all four
+    supported rates, aliases included.
+
+    A band output sample at 1/D of the capture rate stands for the D capture-rate samples
+    that start at it; block Leq values weight samples by how many of those fall in the
+    block, so band energies add up exactly across blocks (an Leq over a long block equals
+    the energy mean of its parts) and any block length > 0 works.
     """
 
     band_indices: np.ndarray
     centres_hz: np.ndarray
 
-    def __init__(self, sample_rate: int, full_scale_db: float):
+    def __init__(self, sample_rate: int, full_scale_db: float) -> None:
         """``sample_rate`` in Hz; ``full_scale_db`` is the dB SPL read for RMS 1.0."""
         self.sample_rate = validate_sample_rate(sample_rate)
         if not np.isfinite(full_scale_db):
@@ -126,43 +135,19 @@ class ThirdOctaveBank:
         self.full_scale_db = float(full_scale_db)
         self.band_indices = third_octave_band_indices(self.sample_rate)
         self.centres_hz = np.asarray(band_centre_hz(self.band_indices))
-        self._octaves, self._decimators = self._design()
+        stage_designs, lowpasses = _design_filters(self.sample_rate)
+        self._stages = [
+            _Stage(factor, [sos.copy() for sos in band_sos]) for factor, band_sos in stage_designs
+        ]
+        self._decimators = [_Decimator(sos.copy()) for sos in lowpasses]
         self.reset()
-
-    def _design(self) -> tuple[list[_Octave], list[_Decimator]]:
-        """Place each band at the lowest rate where it keeps the class 1 mask, then design
-        its band-pass there and the anti-alias low-pass in front of each halving."""
-        _, upper = band_edges_hz(self.band_indices)
-        # Deepest halving k with upper edge <= fraction * fs / 2**k (k = 0 if none).
-        depth = np.floor(
-            np.log2(_ORDER3_MAX_EDGE_FRACTION * self.sample_rate / upper)
-        ).astype(int)
-        depth = np.maximum(depth, 0)
-        octaves: list[_Octave] = []
-        decimators: list[_Decimator] = []
-        for level in range(int(depth.max()) + 1):
-            factor = 2**level
-            rate = self.sample_rate / factor
-            members = self.band_indices[depth == level]  # ascending
-            if level > 0:
-                highest_edge_below = float(upper[depth >= level].max())
-                decimators.append(_Decimator(_decimation_lowpass(2.0 * rate, highest_edge_below)))
-            lower_edges, upper_edges = band_edges_hz(members)
-            band_sos = [
-                signal.butter(
-                    _band_filter_order(hi, rate), [lo, hi], btype="bandpass", fs=rate, output="sos"
-                )
-                for lo, hi in zip(lower_edges, upper_edges, strict=True)
-            ]
-            octaves.append(_Octave(factor=factor, band_sos=band_sos))
-        return octaves, decimators
 
     def reset(self) -> None:
         """Return every filter, the decimation phases and the sample count to silence/zero."""
         self._samples_seen = 0
-        for octave in self._octaves:
-            octave.band_zi = [np.zeros((sos.shape[0], 2)) for sos in octave.band_sos]
-            octave.last_power = np.zeros(len(octave.band_sos))
+        for stage in self._stages:
+            stage.band_zi = [np.zeros((sos.shape[0], 2)) for sos in stage.band_sos]
+            stage.last_power = np.zeros(len(stage.band_sos))
         for decimator in self._decimators:
             decimator.zi = np.zeros((decimator.sos.shape[0], 2))
             decimator.odd_phase = False
@@ -175,35 +160,67 @@ class ThirdOctaveBank:
         position = self._samples_seen
         band_energy: list[np.ndarray] = []
         stream = samples
-        for depth, octave in enumerate(self._octaves):
-            if depth > 0:
-                stream = self._decimators[depth - 1].process(stream)
-            band_energy.append(self._octave_energy(octave, stream, position, count))
+        for level, stage in enumerate(self._stages):
+            if level > 0:
+                stream = self._decimators[level - 1].process(stream)
+            band_energy.append(self._stage_energy(stage, stream, position, count))
         self._samples_seen = position + count
-        # Octaves run top-down; bands are reported bottom-up.
+        # Stages run top-down; bands are reported bottom-up.
         energy = np.concatenate(band_energy[::-1])
         return np.asarray(level_db(energy / count, self.full_scale_db), dtype=np.float64)
 
     @staticmethod
-    def _octave_energy(
-        octave: _Octave, stream: np.ndarray, position: int, count: int
-    ) -> np.ndarray:
+    def _stage_energy(stage: _Stage, stream: np.ndarray, position: int, count: int) -> np.ndarray:
         """Sum over the block's capture-rate samples of each band's squared output, holding
         each decimated sample for the ``factor`` capture samples it stands for."""
-        factor = octave.factor
+        factor = stage.factor
         # Capture samples at the block start still covered by the previous output sample.
         carried = min((factor - position % factor) % factor, count)
-        energy = carried * octave.last_power
+        energy = carried * stage.last_power
         if stream.size == 0:
             return energy
         # The block's last output sample covers only the capture samples left in the block.
         uncovered = stream.size * factor - (count - carried)
-        for band, sos in enumerate(octave.band_sos):
-            output, octave.band_zi[band] = signal.sosfilt(sos, stream, zi=octave.band_zi[band])
+        for band, sos in enumerate(stage.band_sos):
+            output, stage.band_zi[band] = signal.sosfilt(sos, stream, zi=stage.band_zi[band])
             last_power = output[-1] * output[-1]
             energy[band] += factor * np.dot(output, output) - uncovered * last_power
-            octave.last_power[band] = last_power
+            stage.last_power[band] = last_power
         return energy
+
+
+@functools.cache
+def _design_filters(
+    sample_rate: int,
+) -> tuple[tuple[tuple[int, tuple[np.ndarray, ...]], ...], tuple[np.ndarray, ...]]:
+    """Filters of the bank at ``sample_rate`` Hz, designed once per rate (each bank takes
+    copies, since sosfilt wants writeable arrays): ((decimation factor, band SOS per band
+    ascending) per stage, anti-alias low-pass SOS in front of each stage after the first).
+
+    Each band goes to the lowest rate where its order-3 design keeps the class 1 mask,
+    i.e. the deepest halving k with upper edge <= 0.26 * fs / 2**k (k = 0 if none).
+    """
+    indices = third_octave_band_indices(sample_rate)
+    _, upper = band_edges_hz(indices)
+    depth = np.floor(np.log2(_ORDER3_MAX_EDGE_FRACTION * sample_rate / upper)).astype(int)
+    depth = np.maximum(depth, 0)
+    stages: list[tuple[int, tuple[np.ndarray, ...]]] = []
+    lowpasses: list[np.ndarray] = []
+    for level in range(int(depth.max()) + 1):
+        factor = 2**level
+        rate = sample_rate / factor
+        if level > 0:
+            highest_edge_below = float(upper[depth >= level].max())
+            lowpasses.append(_decimation_lowpass(2.0 * rate, highest_edge_below))
+        lower_edges, upper_edges = band_edges_hz(indices[depth == level])
+        band_sos = tuple(
+            signal.butter(
+                _band_filter_order(hi, rate), [lo, hi], btype="bandpass", fs=rate, output="sos"
+            )
+            for lo, hi in zip(lower_edges, upper_edges, strict=True)
+        )
+        stages.append((factor, band_sos))
+    return tuple(stages), tuple(lowpasses)
 
 
 def _band_filter_order(upper_edge_hz: float, rate: float) -> int:

@@ -53,7 +53,9 @@ def supported_rate_for(file_rate: int) -> int:
 
 
 class FileSource:
-    """Reads a sound file in blocks, mixed to mono, optionally paced in real time.
+    """Reads a sound file in blocks, mixed to mono, as fast as possible or paced.
+
+    ``speed`` paces delivery: 1.0 is real time, 10.0 ten times faster, None unpaced.
 
     Files at an unsupported rate are resampled (soxr, streaming) to :func:`supported_rate_for`.
     """
@@ -62,14 +64,23 @@ class FileSource:
         self,
         path: str | Path,
         block_s: float = 1.0,
-        realtime: bool = False,
+        speed: float | None = None,
         channel: int | None = None,
+        max_s: float | None = None,
     ) -> None:
         import soundfile
 
+        if speed is not None and not 0 < speed <= 1000:
+            raise AudioInputError(
+                f"replay speed {speed} must be between 0 and 1000 (1 = real time)"
+            )
         self.path = Path(path)
-        self.realtime = realtime
+        self.speed = speed
         self.channel = channel
+        if not self.path.exists():
+            raise AudioInputError(f"audio file {self.path} does not exist")
+        if not self.path.is_file():
+            raise AudioInputError(f"audio file {self.path} is not a regular file")
         try:
             info = soundfile.info(str(self.path))
         except FileNotFoundError as exc:
@@ -85,7 +96,9 @@ class FileSource:
         self.file_rate = int(info.samplerate)
         self.sample_rate = supported_rate_for(self.file_rate)
         self.file_frames = int(info.frames)
-        self.duration_s = info.frames / info.samplerate
+        if max_s is not None:
+            self.file_frames = min(self.file_frames, max(1, round(max_s * info.samplerate)))
+        self.duration_s = self.file_frames / info.samplerate
         self.block_frames = max(1, round(block_s * self.file_rate))
         self.counters = CaptureCounters()
 
@@ -96,27 +109,28 @@ class FileSource:
         if self.sample_rate != self.file_rate:
             import soxr
 
-            log.info("resampling %s from %d Hz to %d Hz", self.path, self.file_rate, self.sample_rate)
+            log.info(
+                "resampling %s from %d Hz to %d Hz", self.path, self.file_rate, self.sample_rate
+            )
             resampler = soxr.ResampleStream(self.file_rate, self.sample_rate, 1, dtype="float64")
         started = time.monotonic()
         delivered = 0
         try:
             with soundfile.SoundFile(str(self.path)) as handle:
                 while True:
-                    data = handle.read(self.block_frames, dtype="float64", always_2d=True)
-                    last = data.shape[0] < self.block_frames
-                    if self.channel is not None:
-                        mono = data[:, self.channel]
-                    else:
-                        mono = data.mean(axis=1)
+                    want = min(self.block_frames, self.file_frames - delivered)
+                    data = handle.read(want, dtype="float64", always_2d=True)
+                    last = data.shape[0] < self.block_frames or delivered + want >= self.file_frames
+                    mono = data[:, self.channel] if self.channel is not None else data.mean(axis=1)
                     if resampler is not None:
                         mono = resampler.resample_chunk(mono, last=last)
                     if mono.size:
                         self.counters.blocks += 1
                         yield AudioBlock(samples=mono)
                     delivered += data.shape[0]
-                    if self.realtime:
-                        ahead = delivered / self.file_rate - (time.monotonic() - started)
+                    if self.speed is not None:
+                        due_s = delivered / self.file_rate / self.speed
+                        ahead = due_s - (time.monotonic() - started)
                         if ahead > 0:
                             time.sleep(ahead)
                     if last:

@@ -7,7 +7,7 @@ import logging
 import signal
 import sys
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import FrameType
 
 from sensor import __version__
@@ -28,36 +28,69 @@ def _parse_time(text: str) -> int:
         raise SensorError(f"--start-time {text!r} is not an ISO 8601 time: {exc}") from exc
     if moment.tzinfo is None:
         raise SensorError(f"--start-time {text!r} needs a time zone, e.g. 2026-06-01T22:00:00Z")
-    return int(moment.astimezone(timezone.utc).timestamp() * 1_000_000) * 1000
+    return int(moment.astimezone(UTC).timestamp() * 1_000_000) * 1000
+
+
+def _parse_pace(text: str) -> float | None:
+    if text == "fast":
+        return None
+    if text == "realtime":
+        return 1.0
+    try:
+        return float(text)
+    except ValueError as exc:
+        raise SensorError(f"--pace {text!r} is not 'realtime', 'fast' or a number") from exc
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to render the README's usage)."""
     parser = argparse.ArgumentParser(prog="barkwatch-sensor", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("--list-devices", action="store_true",
-                        help="list audio input devices and exit")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING"],
-                        help="logging detail (default INFO)")
+    parser.add_argument(
+        "--list-devices", action="store_true", help="list audio input devices and exit"
+    )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING"],
+        help="logging detail (default INFO)",
+    )
     sub = parser.add_subparsers(dest="command")
 
     run = sub.add_parser("run", help="measure and publish until stopped (or the file ends)")
     run.add_argument("--config", required=True, help="sensor configuration file (TOML)")
-    run.add_argument("--input", metavar="FILE",
-                     help="read this sound file instead of the microphone")
-    run.add_argument("--pace", choices=["realtime", "fast"], default="realtime",
-                     help="file replay pace: as recorded, or as fast as possible")
+    run.add_argument(
+        "--input", metavar="FILE", help="read this sound file instead of the microphone"
+    )
+    run.add_argument(
+        "--pace",
+        default="realtime",
+        metavar="PACE",
+        help="file replay pace: 'realtime' (default), 'fast' (as fast as possible) "
+        "or a speed-up factor such as 10",
+    )
+    run.add_argument(
+        "--duration",
+        type=float,
+        metavar="S",
+        help="stop after S seconds of audio (default: until stopped or the file ends)",
+    )
     run.add_argument("--device", help="override audio.device (name substring or index)")
-    run.add_argument("--start-time", metavar="ISO",
-                     help="capture time of the file's first sample (default: now)")
-    run.add_argument("--no-wait", action="store_true",
-                     help="with --input: exit when the file is measured, leaving unsent frames "
-                          "in the outbox, instead of waiting for the broker to acknowledge all")
+    run.add_argument(
+        "--start-time", metavar="ISO", help="capture time of the file's first sample (default: now)"
+    )
+    run.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="with --input: exit when the file is measured, leaving unsent frames "
+        "in the outbox, instead of waiting for the broker to acknowledge all",
+    )
 
     check = sub.add_parser("validate-config", help="check a configuration file and exit")
     check.add_argument("--config", help="sensor configuration file (TOML)")
-    check.add_argument("--describe", action="store_true",
-                       help="print every key with its default and meaning")
+    check.add_argument(
+        "--describe", action="store_true", help="print every key with its default and meaning"
+    )
 
     sub.add_parser("list-devices", help="list audio input devices and exit")
     return parser
@@ -71,19 +104,32 @@ def _run(args: argparse.Namespace) -> int:
     config = load_sensor_config(args.config)
     stop = threading.Event()
     source: FileSource | MicrophoneSource
+    if args.duration is not None and args.duration <= 0:
+        raise SensorError(f"--duration {args.duration} must be positive")
     if args.input:
-        source = FileSource(args.input, realtime=args.pace == "realtime")
+        source = FileSource(args.input, speed=_parse_pace(args.pace), max_s=args.duration)
         start_ns: int | None = _parse_time(args.start_time) if args.start_time else None
         if start_ns is None:
-            start_ns = int(datetime.now(timezone.utc).timestamp() * 1e6) * 1000
+            start_ns = int(datetime.now(UTC).timestamp() * 1e6) * 1000
         total_s: float | None = source.duration_s
-        log.info("replaying %s (%.1f s at %d Hz, %s pace)", args.input, source.duration_s,
-                 source.file_rate, args.pace)
+        log.info(
+            "replaying %s (%.1f s at %d Hz, %s pace)",
+            args.input,
+            source.duration_s,
+            source.file_rate,
+            args.pace,
+        )
     else:
         device = args.device if args.device is not None else config.audio.device
-        source = MicrophoneSource(device, config.audio.sample_rate, config.audio.block_s,
-                                  config.audio.queue_blocks, config.audio.channel)
-        start_ns, total_s = None, None
+        source = MicrophoneSource(
+            device,
+            config.audio.sample_rate,
+            config.audio.block_s,
+            config.audio.queue_blocks,
+            config.audio.channel,
+            max_samples=round(args.duration * config.audio.sample_rate) if args.duration else None,
+        )
+        start_ns, total_s = None, args.duration
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         log.info("signal %d: stopping; unsent frames stay in the outbox", signum)
@@ -93,8 +139,14 @@ def _run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    stats = run_node(config, source, start_ns, stop,
-                     exit_when_drained=bool(args.input) and not args.no_wait, total_s=total_s)
+    stats = run_node(
+        config,
+        source,
+        start_ns,
+        stop,
+        exit_when_drained=bool(args.input) and not args.no_wait,
+        total_s=total_s,
+    )
     log.info("done: %d frames, %d samples lost", stats.frames, stats.lost_samples)
     return 0
 
@@ -103,8 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``barkwatch-sensor``."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         if args.list_devices or args.command == "list-devices":
             from sensor.capture import describe_input_devices

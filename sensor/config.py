@@ -35,20 +35,23 @@ class AudioSettings:
     """Capture settings."""
 
     device: str = setting("", "input device name (substring) or index; empty = default")
-    sample_rate: int = setting(48000, "capture rate, Hz (48000 for class 1 weighting)",
-                               choices=SUPPORTED_SAMPLE_RATES)
+    sample_rate: int = setting(
+        48000, "capture rate, Hz (48000 for class 1 weighting)", choices=SUPPORTED_SAMPLE_RATES
+    )
     channel: int = setting(0, "input channel that carries the measurement microphone", 0, 31)
     block_s: float = setting(0.1, "capture block length handed from the callback, s", 0.01, 1.0)
-    queue_blocks: int = setting(600, "capture queue length in blocks; full = dropped, counted",
-                                4, 100000)
+    queue_blocks: int = setting(
+        600, "capture queue length in blocks; full = dropped, counted", 4, 100000
+    )
 
 
 @dataclass(frozen=True)
 class CalibrationSettings:
     """Acoustic calibration of the microphone chain."""
 
-    full_scale_db: float = setting(120.0, "dB SPL read by a signal whose RMS is full scale",
-                                   60.0, 200.0)
+    full_scale_db: float = setting(
+        120.0, "dB SPL read by a signal whose RMS is full scale", 60.0, 200.0
+    )
     date: str = setting("", "date of the last acoustic calibration (ISO 8601)")
     calibrator: str = setting("", "make, model and serial of the calibrator used")
 
@@ -58,8 +61,9 @@ class OutboxSettings:
     """The durable outbox between feature extraction and publishing."""
 
     path: str = setting("/var/lib/barkwatch/outbox.sqlite", "SQLite file of waiting frames")
-    max_frames: int = setting(DEFAULT_MAX_FRAMES, "frames kept at most; oldest evicted, counted",
-                              60, 10_000_000)
+    max_frames: int = setting(
+        DEFAULT_MAX_FRAMES, "frames kept at most; oldest evicted, counted", 60, 10_000_000
+    )
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ def _check_value(value: Any, expected: Any, key: str, meta: typing.Mapping[str, 
             raise ConfigError(f"config key {key!r}: expected {names}, got {value!r}")
     elif isinstance(value, bool) != (expected is bool) or not isinstance(value, expected):
         raise ConfigError(
-            f"config key {key!r}: expected {expected.__name__}, got {type(value).__name__} {value!r}"
+            f"config key {key!r}: expected {expected.__name__}, "
+            f"got {type(value).__name__} {value!r}"
         )
     if meta.get("choices") is not None and value not in meta["choices"]:
         raise ConfigError(f"config key {key!r}: {value!r} is not one of {list(meta['choices'])}")

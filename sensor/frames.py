@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 CLASS_1_SAMPLE_RATES = (44100, 48000)
 
 
-def _energy_mean_db(levels_db: np.ndarray) -> float:
+def _energy_mean_db(levels_db: np.ndarray | list[float]) -> float:
     """Energy average of levels in dB (equal durations)."""
     return float(10.0 * np.log10(np.mean(np.power(10.0, np.asarray(levels_db) / 10.0))))
 
@@ -111,7 +111,9 @@ class FrameBuilder:
         self.mel.reset()
 
     def _measure(self, second: np.ndarray) -> Frame:
-        steps = [self.meter.process(second[i : i + self.hop]) for i in range(0, second.size, self.hop)]
+        steps = [
+            self.meter.process(second[i : i + self.hop]) for i in range(0, second.size, self.hop)
+        ]
         laeq_steps = np.array([s.laeq_db for s in steps])
         laf_steps = np.array([s.lafmax_db for s in steps])
         bands_db = self.bank.process(second)

@@ -83,18 +83,20 @@ def level_db(mean_square: float | np.ndarray, full_scale_db: float) -> float | n
     return np.asarray(levels, dtype=np.float64)
 
 
-def _analog_weighting_zpk(weighting: str) -> tuple[np.ndarray, np.ndarray, float]:
-    """Zeros, poles (rad/s) and gain of the Annex E analytic A or C weighting."""
+def _analog_weighting_zeros_poles(weighting: str) -> tuple[np.ndarray, np.ndarray]:
+    """Zeros and poles (rad/s) of the Annex E analytic A or C weighting; the gain is set
+    afterwards on the digital filter."""
     w1, w2, w3, w4 = (2.0 * np.pi * f for f in (_F1_HZ, _F2_HZ, _F3_HZ, _F4_HZ))
     if weighting == "A":
-        # IEC 61672-1:2013 Annex E: A(f) ~ f4^2 f^4 / ((f^2+f1^2)(f^2+f2^2)^.5 (f^2+f3^2)^.5 (f^2+f4^2))
+        # IEC 61672-1:2013 Annex E:
+        # A(f) ~ f4^2 f^4 / ((f^2+f1^2) (f^2+f2^2)^.5 (f^2+f3^2)^.5 (f^2+f4^2))
         zeros = np.zeros(4)
         poles = -np.array([w1, w1, w2, w3, w4, w4])
     else:
         # IEC 61672-1:2013 Annex E: C(f) ~ f4^2 f^2 / ((f^2+f1^2)(f^2+f4^2))
         zeros = np.zeros(2)
         poles = -np.array([w1, w1, w4, w4])
-    return zeros, poles, 1.0
+    return zeros, poles
 
 
 def weighting_sos(weighting: str, sample_rate: int) -> np.ndarray:
@@ -111,8 +113,8 @@ def weighting_sos(weighting: str, sample_rate: int) -> np.ndarray:
         raise ValueError(f"weighting must be one of {', '.join(_WEIGHTINGS)}, got {weighting!r}")
     if weighting == "Z":
         return np.array([[1.0, 0.0, 0.0, 1.0, 0.0, 0.0]])
-    zeros, poles, gain = _analog_weighting_zpk(weighting)
-    z_zeros, z_poles, z_gain = signal.bilinear_zpk(zeros, poles, gain, fs=sample_rate)
+    zeros, poles = _analog_weighting_zeros_poles(weighting)
+    z_zeros, z_poles, z_gain = signal.bilinear_zpk(zeros, poles, 1.0, fs=sample_rate)
     sos = signal.zpk2sos(z_zeros, z_poles, z_gain)
     _, response = signal.sosfreqz(sos, worN=[_REFERENCE_FREQUENCY_HZ], fs=sample_rate)
     sos[0, :3] /= np.abs(response[0])
@@ -185,7 +187,9 @@ class LevelMeter:
     LAFmin of the first block in particular reads low.
     """
 
-    def __init__(self, sample_rate: int, full_scale_db: float, clip_threshold: float = 0.999):
+    def __init__(
+        self, sample_rate: int, full_scale_db: float, clip_threshold: float = 0.999
+    ) -> None:
         """``sample_rate`` in Hz; ``full_scale_db`` is the dB SPL read for RMS 1.0;
         ``clip_threshold`` is the |sample| (full scale = 1.0) counted as clipped."""
         self.sample_rate = validate_sample_rate(sample_rate)

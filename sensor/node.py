@@ -66,8 +66,13 @@ def measure_into_outbox(
         if time.monotonic() - last_report >= progress_every_s:
             done = stats.samples / builder.sample_rate
             of_total = f" of {total_s:.0f} s" if total_s else ""
-            log.info("measured %.0f s%s (%d frames, outbox %d)", done, of_total, stats.frames,
-                     outbox.backlog())
+            log.info(
+                "measured %.0f s%s (%d frames, outbox %d)",
+                done,
+                of_total,
+                stats.frames,
+                outbox.backlog(),
+            )
             last_report = time.monotonic()
         if stop.is_set():
             return
@@ -129,10 +134,15 @@ def run_node(
         blocks: Iterable[AudioBlock] = source
         if start_ns is None:
             blocks = _stamped_by_stream_start(source, builder)
-        measure_into_outbox(blocks, builder, outbox, stats, stop, total_s=total_s,
-                            pad_last=start_ns is not None)
-        log.info("measured %d frames (%.1f s of audio); %d waiting in the outbox",
-                 stats.frames, stats.samples / builder.sample_rate, outbox.backlog())
+        measure_into_outbox(
+            blocks, builder, outbox, stats, stop, total_s=total_s, pad_last=start_ns is not None
+        )
+        log.info(
+            "measured %d frames (%.1f s of audio); %d waiting in the outbox",
+            stats.frames,
+            stats.samples / builder.sample_rate,
+            outbox.backlog(),
+        )
         if exit_when_drained:
             while not stop.is_set() and not publisher.wait_drained(timeout_s=1.0):
                 pass

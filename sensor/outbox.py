@@ -35,7 +35,9 @@ class Outbox:
         self._lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+            self._db = sqlite3.connect(
+                str(self.path), check_same_thread=False, isolation_level=None
+            )
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(
@@ -91,7 +93,9 @@ class Outbox:
                 self._db.execute("ROLLBACK")
                 raise
         if excess > 0:
-            log.warning("outbox full (%d frames): evicted %d oldest frame(s)", self.max_frames, excess)
+            log.warning(
+                "outbox full (%d frames): evicted %d oldest frame(s)", self.max_frames, excess
+            )
 
     def peek(self, limit: int, after_seq: int = -1) -> list[tuple[int, bytes]]:
         """Up to ``limit`` waiting frames with seq greater than ``after_seq``, oldest first."""

@@ -11,6 +11,7 @@ the Last Will when the connection dies.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import queue
@@ -30,8 +31,7 @@ from sensor.wire import frame_topic, heartbeat_topic, status_topic
 log = logging.getLogger(__name__)
 
 
-def make_client(client_id: str, settings: MqttSettings, clean_session: bool = True
-                ) -> mqtt.Client:
+def make_client(client_id: str, settings: MqttSettings, clean_session: bool = True) -> mqtt.Client:
     """A paho 2.x client with credentials, TLS and reconnect backoff from the settings."""
     client = mqtt.Client(
         callback_api_version=mqtt.CallbackAPIVersion.VERSION2,
@@ -82,25 +82,32 @@ class FramePublisher:
         self.client.on_publish = self._on_publish
 
     # paho callbacks: run on paho's network thread; keep them short.
-    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any,
-                    properties: Any) -> None:
+    def _on_connect(
+        self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
         if reason.is_failure:
-            log.error("broker %s:%d refused the connection: %s",
-                      self.settings.host, self.settings.port, reason)
+            log.error(
+                "broker %s:%d refused the connection: %s",
+                self.settings.host,
+                self.settings.port,
+                reason,
+            )
             return
         self.connects += 1
         log.info("connected to broker %s:%d", self.settings.host, self.settings.port)
         client.publish(status_topic(self.device_id), "online", qos=1, retain=True)
         self._connected.set()
 
-    def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any,
-                       properties: Any) -> None:
+    def _on_disconnect(
+        self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
         self._connected.clear()
         if not self._stop.is_set():
             log.warning("disconnected from broker (%s); reconnecting with backoff", reason)
 
-    def _on_publish(self, client: mqtt.Client, userdata: Any, mid: int, reason: Any,
-                    properties: Any) -> None:
+    def _on_publish(
+        self, client: mqtt.Client, userdata: Any, mid: int, reason: Any, properties: Any
+    ) -> None:
         self._acks.put(mid)
 
     @property
@@ -126,8 +133,11 @@ class FramePublisher:
             if deadline is not None and time.monotonic() > deadline:
                 return False
             if time.monotonic() - last_report >= progress_s:
-                log.info("waiting for the broker to acknowledge %d frame(s)%s",
-                         self.outbox.backlog(), "" if self.connected else " (not connected)")
+                log.info(
+                    "waiting for the broker to acknowledge %d frame(s)%s",
+                    self.outbox.backlog(),
+                    "" if self.connected else " (not connected)",
+                )
                 last_report = time.monotonic()
             time.sleep(0.05)
         return True
@@ -139,10 +149,8 @@ class FramePublisher:
             self._thread.join(timeout=5)
         if self.connected:
             info = self.client.publish(status_topic(self.device_id), "offline", qos=1, retain=True)
-            try:
+            with contextlib.suppress(RuntimeError, ValueError):
                 info.wait_for_publish(timeout=2)
-            except (RuntimeError, ValueError):
-                pass
         self.client.disconnect()
         self.client.loop_stop()
 

@@ -19,7 +19,7 @@ key          type       meaning
 ``lz``       float      LZeq over the frame, dB
 ``lafmax``   float      LAFmax over the frame, dB
 ``clip``     int        number of clipped samples in the frame
-``b0``       int        IEC 61260-1 index x of the first one-third-octave band (fm = 1000*10**(x/10))
+``b0``       int        IEC 61260-1 index x of the first third-octave band, fm = 1000*10**(x/10)
 ``bands``    bytes      float32 band levels (Leq over the frame, Z-weighted, dB)
 ``hop``      float      step of the short-time series below, seconds (0.02)
 ``laeq_s``   bytes      float16 LAeq per step, dB
@@ -215,7 +215,7 @@ def decode_frame(data: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> Frame:
         raise WireError(f"field 'dev': {device_id!r} is not a valid device id")
     if not 0 <= payload["seq"] < 2**63:
         raise WireError(f"field 'seq': {payload['seq']} is out of range")
-    if not 0 < payload["t"] < 2**63:
+    if not 0 <= payload["t"] < 2**63:
         raise WireError(f"field 't': {payload['t']} is not a capture time in ns")
     sample_rate = payload["sr"]
     if sample_rate not in SUPPORTED_SAMPLE_RATES:

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set up a Debian bookworm / Raspberry Pi OS machine for Barkwatch: system packages, a
+# virtual environment in .venv and the project with the chosen extras. Safe to run again.
+#   scripts/bootstrap.sh dev       # everything, for the tests (default)
+#   scripts/bootstrap.sh analyzer  # the server side
+#   scripts/bootstrap.sh sensor    # what a Raspberry Pi sensor node needs
+set -euo pipefail
+extra="${1:-dev}"
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+case "$extra" in
+  sensor)   packages=(libportaudio2 libsndfile1 python3-venv) ;;
+  analyzer) packages=(mosquitto influxdb libportaudio2 libsndfile1 python3-venv) ;;
+  dev)      packages=(mosquitto influxdb libportaudio2 libsndfile1 python3-venv) ;;
+  *) echo "usage: $0 [dev|analyzer|sensor]" >&2; exit 2 ;;
+esac
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "bootstrap: installing ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# The Debian packages start system-wide services; Barkwatch's tests and demo start their own
+# on free loopback ports, so the system ones are left as they are.
+
+python="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv with $($python --version)"
+  "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[$extra]"
+echo "bootstrap: ready ($extra)"

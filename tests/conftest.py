@@ -1,0 +1,53 @@
+"""Shared fixtures: real local services, short real recordings, bounded waiting."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from analyzer.services import Services
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_RECORDING = ROOT / "demo" / "example.flac"
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[Services]:
+    """A real Mosquitto and a real InfluxDB on free loopback ports, stopped afterwards."""
+    with Services(tmp_path / "services") as running:
+        yield running
+
+
+def write_excerpt(path: Path, start_s: float, duration_s: float) -> Path:
+    """Write part of the bundled (real, CC BY 4.0) demo recording to ``path``."""
+    audio, rate = soundfile.read(DEMO_RECORDING, dtype="float64")
+    first = round(start_s * rate)
+    soundfile.write(path, audio[first : first + round(duration_s * rate)], rate, subtype="FLOAT")
+    return path
+
+
+@pytest.fixture
+def excerpt_20s(tmp_path: Path) -> Path:
+    """20 s of the demo recording with barking in it (70-90 s), as a float WAV."""
+    return write_excerpt(tmp_path / "excerpt.wav", 70.0, 20.0)
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 120.0,
+               what: str = "condition") -> None:
+    """Poll until ``condition`` holds; fail (never hang) after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what} after {timeout_s:.0f} s")
+        time.sleep(0.05)
+
+
+def sine(frequency_hz: float, rms: float, duration_s: float, rate: int) -> np.ndarray:
+    """A sine of the given RMS (full scale = 1)."""
+    t = np.arange(round(duration_s * rate)) / rate
+    return rms * np.sqrt(2.0) * np.sin(2.0 * np.pi * frequency_hz * t)

@@ -1,0 +1,67 @@
+"""Event tracking: hysteresis, merge gap, minimum duration; and sequence reordering."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzer.config import DetectorSettings
+from analyzer.events import EventTracker
+from analyzer.pipeline import ReorderBuffer
+from sensor.frames import frames_from_samples
+from tests.conftest import sine
+
+HOP_S = 0.02
+HOP_NS = 20_000_000
+
+
+def _events(scores: list[float], **settings: float) -> list:
+    tracker = EventTracker("dev-1", DetectorSettings(**settings), "test")
+    levels = np.full(len(scores), 60.0)
+    return tracker.feed(0, HOP_S, np.array(scores), levels, levels) + tracker.flush()
+
+
+def test_hysteresis_opens_above_on_and_closes_below_off() -> None:
+    events = _events([0.1, 0.7, 0.5, 0.5, 0.3, 0.1], merge_gap_s=0.0, min_duration_s=0.0)
+    assert [(e.onset_ns, e.offset_ns) for e in events] == [(1 * HOP_NS, 4 * HOP_NS)]
+    assert events[0].confidence == 0.7
+
+
+def test_events_closer_than_the_merge_gap_become_one() -> None:
+    scores = [0.9, 0.9, 0.1, 0.1, 0.9, 0.1] + [0.1] * 30
+    merged = _events(scores, merge_gap_s=0.1, min_duration_s=0.0)
+    apart = _events(scores, merge_gap_s=0.03, min_duration_s=0.0)
+    assert [(e.onset_ns, e.offset_ns) for e in merged] == [(0, 5 * HOP_NS)]
+    assert len(apart) == 2
+
+
+def test_events_shorter_than_the_minimum_are_dropped() -> None:
+    assert _events([0.1, 0.9, 0.1, 0.1], merge_gap_s=0.0, min_duration_s=0.05) == []
+
+
+def test_event_level_is_the_energy_mean_and_maximum() -> None:
+    tracker = EventTracker("dev-1", DetectorSettings(merge_gap_s=0.0, min_duration_s=0.0), "t")
+    laeq = np.array([50.0, 60.0, 60.0, 50.0])
+    laf = np.array([51.0, 63.0, 62.0, 52.0])
+    events = tracker.feed(0, HOP_S, np.array([0.1, 0.9, 0.9, 0.1]), laeq, laf) + tracker.flush()
+    assert events[0].laeq_db == 60.0
+    assert events[0].lafmax_db == 63.0
+
+
+def test_reorder_buffer_releases_frames_in_sequence_order() -> None:
+    frames = list(frames_from_samples(sine(500.0, 0.1, 4.0, 16000), 16000, 120.0, "dev-1"))
+    buffer = ReorderBuffer(window=10)
+    released = [f.seq for f in buffer.push(frames[0])]
+    released += [f.seq for f in buffer.push(frames[2])]
+    released += [f.seq for f in buffer.push(frames[3])]
+    released += [f.seq for f in buffer.push(frames[1])]
+    assert released == [0, 1, 2, 3]
+
+
+def test_reorder_buffer_gives_up_on_a_missing_frame_beyond_its_window() -> None:
+    frames = list(frames_from_samples(sine(500.0, 0.1, 5.0, 16000), 16000, 120.0, "dev-1"))
+    buffer = ReorderBuffer(window=2)
+    released = [f.seq for f in buffer.push(frames[0])]
+    for frame in frames[2:]:
+        released += [f.seq for f in buffer.push(frame)]
+    assert released == [0, 2, 3, 4]
+    assert buffer.skipped == 1

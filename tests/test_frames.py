@@ -1,0 +1,71 @@
+"""Frames: capture time from the sample count, block-split invariance, calibrated features."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sensor.errors import AudioInputError
+from sensor.features import MelFeatures, mel_centre_frequencies_hz
+from sensor.frames import FrameBuilder
+from tests.conftest import sine
+
+START_NS = 1_780_000_000_000_000_000
+
+
+def _frames(signal: np.ndarray, rate: int, block: int) -> list:
+    builder = FrameBuilder("dev-1", rate, 120.0, START_NS)
+    out = []
+    for i in range(0, signal.size, block):
+        out += builder.push(signal[i : i + block])
+    return out
+
+
+def test_capture_time_and_sequence_follow_the_sample_count() -> None:
+    frames = _frames(sine(1000.0, 0.1, 3.0, 44100), 44100, 44100)
+    assert [f.seq for f in frames] == [0, 1, 2]
+    assert [f.capture_ns for f in frames] == [START_NS + i * 1_000_000_000 for i in range(3)]
+
+
+def test_frames_do_not_depend_on_how_the_stream_is_split() -> None:
+    rng = np.random.default_rng(7)
+    signal = 0.05 * rng.standard_normal(3 * 48000)
+    whole = _frames(signal, 48000, 48000)
+    pieces = _frames(signal, 48000, 1237)
+    for a, b in zip(whole, pieces, strict=True):
+        assert a.laeq_db == pytest.approx(b.laeq_db, abs=1e-9)
+        assert a.lafmax_db == pytest.approx(b.lafmax_db, abs=1e-9)
+        np.testing.assert_allclose(a.bands_db, b.bands_db, atol=1e-4)
+        np.testing.assert_allclose(a.mel_db, b.mel_db, atol=1e-4)
+
+
+def test_one_khz_sine_reads_its_calibrated_level() -> None:
+    # RMS 0.1 is 20 dB below full scale: 120 - 20 = 100 dB on A, C and Z (0 dB at 1 kHz).
+    frame = _frames(sine(1000.0, 0.1, 2.0, 48000), 48000, 48000)[1]
+    for level in (frame.laeq_db, frame.lceq_db, frame.lzeq_db):
+        assert level == pytest.approx(100.0, abs=0.01)
+
+
+def test_lost_samples_move_capture_time_on() -> None:
+    builder = FrameBuilder("dev-1", 16000, 120.0, START_NS)
+    builder.push(np.zeros(8000))
+    builder.skip(16000)
+    frames = builder.push(np.zeros(16000))
+    assert frames[0].capture_ns == START_NS + 1_500_000_000
+
+
+def test_unsupported_rate_is_refused_with_the_supported_ones() -> None:
+    with pytest.raises(AudioInputError, match="16000, 32000, 44100, 48000"):
+        FrameBuilder("dev-1", 22050, 120.0, START_NS)
+
+
+@pytest.mark.parametrize("rate", [16000, 48000])
+def test_mel_band_of_a_sine_reads_the_sine_level_at_any_rate(rate: int) -> None:
+    # A 1 kHz sine at 94 dB SPL: the mel bands around 1 kHz hold (almost) all of its energy.
+    features = MelFeatures(rate, 120.0)
+    rows = features.process(sine(1000.0, 10 ** (-26 / 20), 1.0, rate))
+    assert rows.shape == (50, 64)
+    centres = mel_centre_frequencies_hz()
+    near = np.abs(centres - 1000.0) < 150.0
+    total_db = 10 * np.log10(np.sum(10 ** (rows[10:, near] / 10), axis=1))
+    assert np.all(np.abs(total_db - 94.0) < 1.0)

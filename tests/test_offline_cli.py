@@ -1,0 +1,82 @@
+"""``barkwatch analyze``: the JSON contract outside evaluation tools read, and bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import DEMO_RECORDING
+
+BARKWATCH = Path(sys.executable).parent / "barkwatch"
+
+
+def _analyze(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([BARKWATCH, "analyze", *map(str, args)], capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_json_document_has_the_documented_fields(excerpt_20s: Path) -> None:
+    result = _analyze(excerpt_20s, "--full-scale-db", "100")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["schema"] == "barkwatch.analysis/1"
+    assert document["file"] == str(excerpt_20s)
+    assert document["duration_s"] == 20.0
+    assert document["sample_rate"] == 16000
+    assert 0.0 <= document["max_dog_score"] <= 1.0
+    assert document["findings"] == []
+    assert "frames" not in document
+    for event in document["events"]:
+        assert set(event) == {"onset_s", "offset_s", "label", "confidence", "laeq_db",
+                              "lafmax_db"}
+        assert 0.0 <= event["onset_s"] < event["offset_s"] <= 20.0
+        assert event["label"] == "dog"
+        assert 0.0 <= event["confidence"] <= 1.0
+
+
+def test_include_frames_gives_one_row_per_second(excerpt_20s: Path) -> None:
+    document = json.loads(_analyze(excerpt_20s, "--include-frames").stdout)
+    assert [row["t_s"] for row in document["frames"]] == [float(i) for i in range(20)]
+    assert set(document["frames"][0]) == {"t_s", "laeq_db", "lceq_db", "lzeq_db", "lafmax_db",
+                                          "dog_score", "bands_db"}
+    assert len(document["frames"][0]["bands_db"]) == len(document["band_centres_hz"])
+
+
+def test_calibration_shifts_every_level_by_the_same_amount(excerpt_20s: Path) -> None:
+    low = json.loads(_analyze(excerpt_20s, "--include-frames", "--full-scale-db", "100").stdout)
+    high = json.loads(_analyze(excerpt_20s, "--include-frames", "--full-scale-db", "110").stdout)
+    for a, b in zip(low["frames"], high["frames"], strict=True):
+        assert abs(b["laeq_db"] - a["laeq_db"] - 10.0) <= 0.011
+
+
+def test_several_files_give_one_json_line_each(excerpt_20s: Path, tmp_path: Path) -> None:
+    result = _analyze(excerpt_20s, excerpt_20s)
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2
+    assert all(json.loads(line)["schema"] == "barkwatch.analysis/1" for line in lines)
+
+
+def test_corrupt_file_is_named_and_the_others_still_analysed(
+    excerpt_20s: Path, tmp_path: Path
+) -> None:
+    corrupt = tmp_path / "corrupt.wav"
+    corrupt.write_bytes(b"RIFF\x00\x00\x00\x00WAVEjunk" * 10)
+    result = _analyze(corrupt, excerpt_20s)
+    assert result.returncode == 1
+    assert str(corrupt) in result.stderr
+    assert len(result.stdout.splitlines()) == 1
+
+
+def test_demo_recording_barks_are_found(tmp_path: Path) -> None:
+    # Known answer on the bundled recording: most annotated bark spans overlap an event.
+    document = json.loads(_analyze(DEMO_RECORDING, "--full-scale-db", "100").stdout)
+    with open(DEMO_RECORDING.with_suffix(".annotations.csv")) as handle:
+        spans = [(float(r["onset_s"]), float(r["offset_s"])) for r in csv.DictReader(handle)]
+    found = [
+        any(e["onset_s"] < off and e["offset_s"] > on for e in document["events"])
+        for on, off in spans
+    ]
+    assert sum(found) >= len(spans) - 1

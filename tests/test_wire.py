@@ -1,0 +1,100 @@
+"""Wire format v1: round trip, and every kind of bad payload named precisely."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import msgpack
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sensor.errors import WireError
+from sensor.frames import frames_from_samples
+from sensor.wire import Frame, decode_frame, device_from_topic, encode_frame, frame_topic
+from tests.conftest import sine
+
+FRAME = next(frames_from_samples(sine(1000.0, 0.1, 1.0, 48000), 48000, 120.0,
+                                 device_id="dev-1", start_ns=1_700_000_000_000_000_000))
+
+
+def _payload(**changes: object) -> bytes:
+    raw = msgpack.unpackb(encode_frame(FRAME), raw=False)
+    raw.update(changes)
+    for key in [k for k, v in changes.items() if v is None]:
+        del raw[key]
+    return msgpack.packb(raw, use_bin_type=True)
+
+
+def test_round_trip_keeps_every_field() -> None:
+    decoded = decode_frame(encode_frame(FRAME))
+    for field in dataclasses.fields(Frame):
+        original, back = getattr(FRAME, field.name), getattr(decoded, field.name)
+        if isinstance(original, np.ndarray):
+            # float16 on the wire: 0.0625 dB resolution up to 128 dB
+            np.testing.assert_allclose(back, original, atol=0.07)
+        else:
+            assert back == original, field.name
+
+
+def test_frame_is_compact() -> None:
+    assert len(encode_frame(FRAME)) < 8000  # 64 mels x 50 steps x 2 bytes dominate
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"v": 2}, "schema version 2"),
+        ({"seq": None}, "missing field(s): seq"),
+        ({"extra": 1}, "unknown field(s): extra"),
+        ({"seq": "7"}, "field 'seq'"),
+        ({"seq": True}, "field 'seq'"),
+        ({"dev": "Bad Id"}, "field 'dev'"),
+        ({"sr": 22050}, "field 'sr'"),
+        ({"la": float("nan")}, "field 'la'"),
+        ({"bands": b"\x00\x00\x80"}, "field 'bands'"),
+        ({"mel": b"\x00\x00"}, "field 'mel'"),
+        ({"laf_s": b""}, "field 'laf_s'"),
+    ],
+)
+def test_bad_field_is_named(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(WireError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        decode_frame(_payload(**changes))
+
+
+def test_not_msgpack_is_rejected() -> None:
+    with pytest.raises(WireError, match="not valid msgpack"):
+        decode_frame(b"\xc1\xc1\xc1")
+
+
+def test_oversized_payload_is_rejected_before_parsing() -> None:
+    with pytest.raises(WireError, match="exceeds the limit"):
+        decode_frame(b"\x00" * 70_000)
+
+
+def test_topic_names_kind_and_device() -> None:
+    assert device_from_topic(frame_topic("dev-1")) == ("frames", "dev-1")
+    with pytest.raises(WireError, match="not a valid device id"):
+        device_from_topic("barkwatch/v1/frames/Dev 1")
+    with pytest.raises(WireError, match="not of the form"):
+        device_from_topic("barkwatch/v2/frames/dev-1")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seq=st.integers(0, 2**63 - 1),
+    capture_ns=st.integers(0, 2**63 - 1),
+    levels=st.lists(st.floats(-20.0, 140.0), min_size=4, max_size=4),
+    n_bands=st.integers(1, 43),
+)
+def test_round_trip_property(seq: int, capture_ns: int, levels: list[float], n_bands: int) -> None:
+    frame = dataclasses.replace(
+        FRAME, seq=seq, capture_ns=capture_ns, laeq_db=levels[0], lceq_db=levels[1],
+        lzeq_db=levels[2], lafmax_db=levels[3],
+        bands_db=np.linspace(10, 90, n_bands, dtype=np.float32),
+    )
+    back = decode_frame(encode_frame(frame))
+    assert (back.seq, back.capture_ns, back.laeq_db, back.lafmax_db) == (
+        seq, capture_ns, levels[0], levels[3])
+    np.testing.assert_array_equal(back.bands_db, frame.bands_db)
