@@ -47,3 +47,9 @@ def test_missing_config_file_is_named(tmp_path: Path) -> None:
 def test_analyzer_config_rejects_unknown_influx_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="'influx.databse' is unknown"):
         load_analyzer_config(_write(tmp_path, '[influx]\ndatabse = "x"\n'))
+
+
+def test_shipped_example_configs_are_valid() -> None:
+    root = Path(__file__).resolve().parent.parent / "deploy"
+    assert load_sensor_config(str(root / "sensor.example.toml")).device_id == "glencoe-0001"
+    assert load_analyzer_config(str(root / "analyzer.example.toml")).influx.database == "barkwatch"
