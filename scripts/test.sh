@@ -6,7 +6,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/bootstrap.sh dev
 echo "== ruff"
-.venv/bin/ruff check sensor analyzer tests scripts
+.venv/bin/ruff check sensor analyzer tests scripts benchmarks
 echo "== mypy"
 .venv/bin/mypy sensor analyzer
 echo "== pytest"

@@ -24,11 +24,6 @@ log = logging.getLogger(__name__)
 CLASS_1_SAMPLE_RATES = (44100, 48000)
 
 
-def _energy_mean_db(levels_db: np.ndarray | list[float]) -> float:
-    """Energy average of levels in dB (equal durations)."""
-    return float(10.0 * np.log10(np.mean(np.power(10.0, np.asarray(levels_db) / 10.0))))
-
-
 class FrameBuilder:
     """Accumulates samples and emits a :class:`Frame` for every complete second.
 
@@ -111,11 +106,7 @@ class FrameBuilder:
         self.mel.reset()
 
     def _measure(self, second: np.ndarray) -> Frame:
-        steps = [
-            self.meter.process(second[i : i + self.hop]) for i in range(0, second.size, self.hop)
-        ]
-        laeq_steps = np.array([s.laeq_db for s in steps])
-        laf_steps = np.array([s.lafmax_db for s in steps])
+        levels, laeq_steps, laf_steps = self.meter.process_steps(second, self.hop)
         bands_db = self.bank.process(second)
         mel_db = self.mel.process(second)
         capture_ns = self.start_ns + round(self._frame_start_sample * 1e9 / self.sample_rate)
@@ -127,11 +118,11 @@ class FrameBuilder:
             n_samples=second.size,
             full_scale_db=self.full_scale_db,
             calibration_date=self.calibration_date,
-            laeq_db=_energy_mean_db(laeq_steps),
-            lceq_db=_energy_mean_db([s.lceq_db for s in steps]),
-            lzeq_db=_energy_mean_db([s.lzeq_db for s in steps]),
-            lafmax_db=float(laf_steps.max()),
-            clipped_samples=sum(s.clipped_samples for s in steps),
+            laeq_db=levels.laeq_db,
+            lceq_db=levels.lceq_db,
+            lzeq_db=levels.lzeq_db,
+            lafmax_db=levels.lafmax_db,
+            clipped_samples=levels.clipped_samples,
             band_first_index=int(self.bank.band_indices[0]),
             bands_db=np.asarray(bands_db, dtype=np.float32),
             hop_s=HOP_S,

@@ -214,15 +214,28 @@ class LevelMeter:
 
     def process(self, block: np.ndarray) -> FrameLevels:
         """Levels over ``block`` (1-D float samples, full scale 1.0, any length > 0)."""
+        levels, _, _ = self.process_steps(block, step=len(block))
+        return levels
+
+    def process_steps(
+        self, block: np.ndarray, step: int
+    ) -> tuple[FrameLevels, np.ndarray, np.ndarray]:
+        """Levels over ``block`` and, for each consecutive ``step`` samples, LAeq and LAFmax.
+
+        ``len(block)`` must be a multiple of ``step``. Returns (levels over the block,
+        LAeq per step in dB, LAFmax per step in dB); one filter pass serves all three.
+        """
         samples = validate_block(block)
+        count = samples.size
+        if step <= 0 or count % step:
+            raise ValueError(f"block of {count} samples is not a whole number of {step}-steps")
         a_weighted, self._zi_a = signal.sosfilt(self._sos_a, samples, zi=self._zi_a)
         c_weighted, self._zi_c = signal.sosfilt(self._sos_c, samples, zi=self._zi_c)
         a_squared = a_weighted * a_weighted
         fast, self._zi_fast = time_weighted_mean_square(a_squared, self._fast, self._zi_fast)
         slow, self._zi_slow = time_weighted_mean_square(a_squared, self._slow, self._zi_slow)
-        count = samples.size
         full_scale_db = self.full_scale_db
-        return FrameLevels(
+        levels = FrameLevels(
             laeq_db=float(level_db(a_squared.sum() / count, full_scale_db)),
             lceq_db=float(level_db(np.dot(c_weighted, c_weighted) / count, full_scale_db)),
             lzeq_db=float(level_db(np.dot(samples, samples) / count, full_scale_db)),
@@ -231,3 +244,7 @@ class LevelMeter:
             lasmax_db=float(level_db(slow.max(), full_scale_db)),
             clipped_samples=int(np.count_nonzero(np.abs(samples) >= self.clip_threshold)),
         )
+        n_steps = count // step
+        laeq_steps = level_db(a_squared.reshape(n_steps, step).mean(axis=1), full_scale_db)
+        lafmax_steps = level_db(fast.reshape(n_steps, step).max(axis=1), full_scale_db)
+        return levels, np.asarray(laeq_steps), np.asarray(lafmax_steps)

@@ -8,6 +8,7 @@ import pytest
 from sensor.errors import AudioInputError
 from sensor.features import MelFeatures, mel_centre_frequencies_hz
 from sensor.frames import FrameBuilder
+from sensor.levels import LevelMeter
 from tests.conftest import sine
 
 START_NS = 1_780_000_000_000_000_000
@@ -69,3 +70,14 @@ def test_mel_band_of_a_sine_reads_the_sine_level_at_any_rate(rate: int) -> None:
     near = np.abs(centres - 1000.0) < 150.0
     total_db = 10 * np.log10(np.sum(10 ** (rows[10:, near] / 10), axis=1))
     assert np.all(np.abs(total_db - 94.0) < 1.0)
+
+
+def test_short_time_levels_equal_separate_meter_calls() -> None:
+    rng = np.random.default_rng(3)
+    second = 0.1 * rng.standard_normal(16000) * np.linspace(0.1, 1.0, 16000)
+    whole = LevelMeter(16000, 120.0)
+    _, laeq_steps, laf_steps = whole.process_steps(second, 320)
+    stepwise = LevelMeter(16000, 120.0)
+    singles = [stepwise.process(second[i : i + 320]) for i in range(0, 16000, 320)]
+    np.testing.assert_allclose(laeq_steps, [s.laeq_db for s in singles], atol=1e-9)
+    np.testing.assert_allclose(laf_steps, [s.lafmax_db for s in singles], atol=1e-9)

@@ -1,0 +1,73 @@
+"""Sensor feature extraction: real-time factor and peak memory on a one-hour recording.
+
+    .venv/bin/python benchmarks/bench_sensor.py [--rate 48000] [--minutes 60]
+
+Builds the test file by tiling the bundled demo recording (resampled with soxr to the chosen
+rate), then measures it exactly as ``barkwatch-sensor run --input`` would, without MQTT:
+FileSource -> FrameBuilder -> wire encoding. Reports the real-time factor (processing time
+divided by audio time, one run) and the peak resident memory of the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import soundfile
+import soxr
+
+from sensor.capture import FileSource
+from sensor.frames import FrameBuilder
+from sensor.wire import encode_frame
+
+DEMO = Path(__file__).resolve().parent.parent / "demo" / "example.flac"
+
+
+def build_file(path: Path, rate: int, minutes: float) -> None:
+    audio, demo_rate = soundfile.read(DEMO, dtype="float32")
+    if rate != demo_rate:
+        audio = soxr.resample(audio, demo_rate, rate)
+    total = round(minutes * 60 * rate)
+    with soundfile.SoundFile(path, "w", rate, 1, subtype="PCM_16") as out:
+        written = 0
+        while written < total:
+            chunk = audio[: total - written]
+            out.write(chunk)
+            written += chunk.size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=int, default=48000)
+    parser.add_argument("--minutes", type=float, default=60.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "hour.wav"
+        print(f"building {args.minutes:g} min at {args.rate} Hz ...", flush=True)
+        build_file(path, args.rate, args.minutes)
+        rss_before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        source = FileSource(path, block_s=0.1)  # capture-sized blocks, as from a microphone
+        builder = FrameBuilder("bench", source.sample_rate, 120.0, start_ns=1)
+        frames = payload_bytes = 0
+        started = time.perf_counter()
+        for block in source:
+            assert block.samples is not None
+            for frame in builder.push(block.samples):
+                payload_bytes += len(encode_frame(frame))
+                frames += 1
+        elapsed = time.perf_counter() - started
+    audio_s = args.minutes * 60
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"rate {args.rate} Hz: {frames} frames of {audio_s:.0f} s audio in {elapsed:.1f} s; "
+          f"real-time factor {elapsed / audio_s:.4f} ({audio_s / elapsed:.0f}x faster than "
+          f"real time); peak RSS {peak_mb:.0f} MB (before measuring {rss_before_mb:.0f} MB); "
+          f"mean payload {payload_bytes / max(frames, 1):.0f} bytes/frame")
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()
