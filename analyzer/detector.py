@@ -2,11 +2,12 @@
 
 Per 20 ms step, the energy in the mel bands between ``band_low_hz`` and ``band_high_hz``
 (where dog barks carry most of their energy, REFERENCE.md section 6) is compared with a
-background that follows decreases quickly (0.3 s) and increases slowly (``background_rise_s``),
-so a bark stands out and a steady noise does not. The background starts at the median of the
-first frame, so a quiet first instant (a fade-in) does not make everything after it
-prominent. The rise over background maps to a 0..1 score through a logistic curve. It is
-deliberately simple: it flags any sudden sound in that band, dog or not. The trained classifier (its own issue) replaces this score; the event tracker and
+background that follows decreases quickly (0.3 s) and increases slowly
+(``background_rise_s``), so a bark stands out and a steady noise does not. The background
+starts at the median of the first frame, so a quiet first instant (a fade-in) does not make
+everything after it prominent. The rise over background maps to a 0..1 score through a
+logistic curve. It is deliberately simple: it flags any sudden sound in that band, dog or
+not. The trained classifier (its own issue) replaces this score; the event tracker and
 everything downstream stay the same.
 """
 
