@@ -14,6 +14,7 @@ from typing import overload
 import numpy as np
 from scipy import signal
 
+from sensor.kernels import sosfilt
 from sensor.levels import level_db, validate_block, validate_sample_rate
 
 # IEC 61260-1:2014, base-10 system, G = 10^(3/10), fr = 1000 Hz; for b = 3 the
@@ -95,7 +96,7 @@ class _Decimator:
         """Samples at half the input rate; empty when ``samples`` holds only a dropped one."""
         if samples.size == 0:
             return samples
-        filtered, self.zi = signal.sosfilt(self.sos, samples, zi=self.zi)
+        filtered = sosfilt(self.sos, samples, self.zi)
         start = 1 if self.odd_phase else 0
         if samples.size % 2:
             self.odd_phase = not self.odd_phase
@@ -182,7 +183,7 @@ class ThirdOctaveBank:
         # The block's last output sample covers only the capture samples left in the block.
         uncovered = stream.size * factor - (count - carried)
         for band, sos in enumerate(stage.band_sos):
-            output, stage.band_zi[band] = signal.sosfilt(sos, stream, zi=stage.band_zi[band])
+            output = sosfilt(sos, stream, stage.band_zi[band])
             last_power = output[-1] * output[-1]
             energy[band] += factor * np.dot(output, output) - uncovered * last_power
             stage.last_power[band] = last_power

@@ -10,6 +10,8 @@ import threading
 from datetime import UTC, datetime
 from types import FrameType
 
+import numpy as np
+
 from sensor import __version__
 from sensor.errors import SensorError
 
@@ -93,7 +95,75 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("list-devices", help="list audio input devices and exit")
+
+    calibrate = sub.add_parser(
+        "calibrate",
+        help="calibrate with a 1 kHz sound calibrator on the microphone",
+        description="Capture the calibrator's tone, check that it is clean and steady, and "
+        "store the offset between digital full scale and sound pressure level, the date and "
+        "the calibrator in the configuration file. Reports the drift since the last "
+        "calibration. Refuses, with the reason, a tone that is not fit to calibrate with.",
+    )
+    calibrate.add_argument("--config", required=True, help="sensor configuration file (TOML)")
+    calibrate.add_argument(
+        "--calibrator", required=True, help="make, model and serial of the calibrator"
+    )
+    calibrate.add_argument(
+        "--level", type=float, help="calibrator level in dB SPL (default: the configured one)"
+    )
+    calibrate.add_argument(
+        "--seconds", type=float, default=5.0, help="capture length (default 5 s)"
+    )
+    calibrate.add_argument("--input", metavar="FILE", help="use a recording of the calibrator")
+    calibrate.add_argument(
+        "--dry-run", action="store_true", help="measure and report, change nothing"
+    )
     return parser
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from sensor.calibration import analyse_calibration_tone, record_calibration
+    from sensor.capture import FileSource, MicrophoneSource
+    from sensor.config import load_sensor_config
+
+    config = load_sensor_config(args.config)
+    level = args.level if args.level is not None else config.calibration.reference_level_db
+    source: FileSource | MicrophoneSource
+    if args.input:
+        source = FileSource(args.input, max_s=args.seconds)
+    else:
+        source = MicrophoneSource(
+            config.audio.device,
+            config.audio.sample_rate,
+            config.audio.block_s,
+            config.audio.queue_blocks,
+            config.audio.channel,
+            max_samples=round(args.seconds * config.audio.sample_rate),
+        )
+        log.info("capturing %.1f s of the calibrator ...", args.seconds)
+    blocks = [block.samples for block in source if block.samples is not None]
+    if source.counters.dropped_blocks:
+        raise SensorError("capture blocks were dropped during calibration; try again")
+    samples = np.concatenate(blocks) if blocks else np.zeros(0)
+    result = analyse_calibration_tone(samples, source.sample_rate, level)
+    print(
+        f"tone {result.tone_frequency_hz:.1f} Hz at {result.tone_level_dbfs:.2f} dBFS, "
+        f"{result.tone_to_noise_db:.1f} dB above noise, steady within {result.spread_db:.2f} dB"
+    )
+    print(f"full_scale_db = {result.full_scale_db:.2f} (calibrator {level:.1f} dB SPL)")
+    if args.dry_run:
+        return 0
+    date = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    previous = record_calibration(args.config, result, args.calibrator, date)
+    if previous is None:
+        print(f"stored in {args.config} (first calibration)")
+    else:
+        drift = result.full_scale_db - previous
+        print(f"stored in {args.config}; drift since the last calibration: {drift:+.2f} dB "
+              f"(was {previous:.2f})")
+        if abs(drift) > 1.0:
+            log.warning("calibration drifted by %+.2f dB: check the microphone", drift)
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -177,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "run":
             return _run(args)
+        if args.command == "calibrate":
+            return _calibrate(args)
         parser.print_help()
         return 2
     except SensorError as exc:

@@ -7,27 +7,65 @@ from dataclasses import dataclass
 
 from sensor.configfile import describe, load, setting
 from sensor.errors import ConfigError
+from sensor.frames import MeasurementOptions
 from sensor.outbox import DEFAULT_MAX_FRAMES
 from sensor.wire import DEVICE_ID_PATTERN, SUPPORTED_SAMPLE_RATES
 
 
 @dataclass(frozen=True)
 class MqttSettings:
-    """How to reach the broker. Shared by the sensor and the analyzer."""
+    """How to reach the broker. Shared by the sensor and the analyzer.
 
-    host: str = setting("127.0.0.1", "broker host name or address")
+    The password is never in this file: it comes from the environment variable
+    ``password_env`` or, when that is unset, from ``password_file``. There is deliberately no
+    option to skip verifying the broker's certificate.
+    """
+
+    host: str = setting("127.0.0.1", "broker host name or address (must match its certificate)")
     port: int = setting(1883, "broker port (8883 for TLS)", 1, 65535)
     username: str = setting("", "user name; a device uses its device id")
     password_env: str = setting(
         "BARKWATCH_MQTT_PASSWORD", "environment variable holding the password"
     )
-    tls_ca: str = setting("", "CA certificate file; empty means no TLS")
+    password_file: str = setting(
+        "", "file holding the password (chmod 600), read when the variable is unset"
+    )
+    tls_ca: str = setting("", "CA certificate that signed the broker's; empty means no TLS")
+    protocol: str = setting(
+        "mqttv5", "MQTT version: mqttv5 (denials reported) or mqttv311",
+        choices=("mqttv5", "mqttv311"),
+    )
+    session_expiry_s: int = setting(
+        604800, "MQTT 5: how long the broker keeps the session and its queue while away, s",
+        0, 4294967295,
+    )
     keepalive_s: int = setting(30, "MQTT keepalive interval, seconds", 5, 600)
     reconnect_max_s: int = setting(30, "cap of the exponential reconnect backoff, s", 1, 600)
 
     def password(self) -> str | None:
-        """The password from the environment, or None when the variable is unset or empty."""
-        return os.environ.get(self.password_env) or None
+        """The password: the environment variable if set and not empty, else the first line
+        of ``password_file``, else None. Raise ConfigError when the file cannot be read or is
+        readable by group or others (it must be private to the service's user)."""
+        from_env = os.environ.get(self.password_env)
+        if from_env or not self.password_file:
+            return from_env or None
+        try:
+            mode = os.stat(self.password_file).st_mode
+            if mode & 0o077:
+                raise ConfigError(
+                    f"config key 'mqtt.password_file': {self.password_file} is readable by "
+                    f"group or others (mode {mode & 0o777:o}); chmod 600 it"
+                )
+            with open(self.password_file, encoding="utf-8") as handle:
+                first_line = handle.readline().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"config key 'mqtt.password_file': cannot read {self.password_file}: "
+                f"{exc.strerror}"
+            ) from exc
+        if not first_line:
+            raise ConfigError(f"config key 'mqtt.password_file': {self.password_file} is empty")
+        return first_line
 
 
 @dataclass(frozen=True)
@@ -54,6 +92,35 @@ class CalibrationSettings:
     )
     date: str = setting("", "date of the last acoustic calibration (ISO 8601)")
     calibrator: str = setting("", "make, model and serial of the calibrator used")
+    reference_level_db: float = setting(
+        94.0, "level the calibrator produces at 1 kHz, dB SPL (94 or 114)", 74.0, 124.0
+    )
+
+
+@dataclass(frozen=True)
+class MeasurementSettings:
+    """The microphone chain's limits and the derived levels in every frame."""
+
+    microphone: str = setting("", "make, model and serial of the measurement microphone")
+    noise_floor_dba: float = setting(
+        0.0, "self-noise of the microphone chain, A-weighted dB SPL; 0 = unknown (no flag)",
+        0.0, 80.0,
+    )
+    under_range_margin_db: float = setting(
+        5.0, "frames with LAeq within this of the noise floor are flagged under-range",
+        0.0, 30.0,
+    )
+    percentile_window_s: float = setting(
+        60.0, "LAF10/50/90 cover the LAF samples of this many seconds", 1.0, 3600.0
+    )
+
+    def options(self) -> MeasurementOptions:
+        """The frame builder's view of these settings."""
+        return MeasurementOptions(
+            percentile_window_s=self.percentile_window_s,
+            noise_floor_dba=self.noise_floor_dba or None,
+            under_range_margin_db=self.under_range_margin_db,
+        )
 
 
 @dataclass(frozen=True)
@@ -75,6 +142,7 @@ class SensorConfig:
     max_inflight: int = setting(100, "frames published but not yet acknowledged", 1, 10000)
     audio: AudioSettings = setting(AudioSettings(), "capture")
     calibration: CalibrationSettings = setting(CalibrationSettings(), "calibration")
+    measurement: MeasurementSettings = setting(MeasurementSettings(), "measurement")
     mqtt: MqttSettings = setting(MqttSettings(), "broker")
     outbox: OutboxSettings = setting(OutboxSettings(), "outbox")
 

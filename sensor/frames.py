@@ -9,9 +9,12 @@ never from the clock at the moment a block happens to be processed.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
+from scipy import signal
 
 from sensor.bands import ThirdOctaveBank
 from sensor.errors import AudioInputError
@@ -22,6 +25,63 @@ from sensor.wire import SUPPORTED_SAMPLE_RATES, Frame
 log = logging.getLogger(__name__)
 
 CLASS_1_SAMPLE_RATES = (44100, 48000)
+DC_BLOCK_CUTOFF_HZ = 1.0  # first-order high-pass: -0.04 dB at 10 Hz, the Z range's low end
+
+
+@dataclass(frozen=True)
+class MeasurementOptions:
+    """How a frame's derived values are computed (sensor configuration ``[measurement]``).
+
+    ``percentile_window_s``: LAF10/50/90 cover the LAF samples (one per 20 ms) of this many
+    seconds ending with the frame (ISO 1996-1 exceedance levels, F time weighting).
+    ``noise_floor_dba``: the microphone chain's self-noise, A-weighted dB SPL; a frame whose
+    LAeq is within ``under_range_margin_db`` of it is flagged under-range (None: no flag).
+    """
+
+    percentile_window_s: float = 60.0
+    noise_floor_dba: float | None = None
+    under_range_margin_db: float = 5.0
+
+
+class _DcBlocker:
+    """Stateful first-order DC-blocking high-pass; reports the DC it removed."""
+
+    def __init__(self, sample_rate: int) -> None:
+        pole = math.exp(-2.0 * math.pi * DC_BLOCK_CUTOFF_HZ / sample_rate)
+        gain = (1.0 + pole) / 2.0  # unity gain at Nyquist
+        self.b = np.array([gain, -gain])
+        self.a = np.array([1.0, -pole])
+        self.zi = np.zeros(1)
+
+    def reset(self) -> None:
+        self.zi = np.zeros(1)
+
+    def process(self, block: np.ndarray) -> np.ndarray:
+        filtered, self.zi = signal.lfilter(self.b, self.a, block, zi=self.zi)
+        return np.asarray(filtered)
+
+
+class _PercentileWindow:
+    """Ring of the most recent LAF samples for exceedance levels."""
+
+    def __init__(self, capacity: int) -> None:
+        self.values = np.zeros(max(1, capacity))
+        self.filled = 0
+        self.position = 0
+
+    def reset(self) -> None:
+        self.filled = self.position = 0
+
+    def add(self, samples: np.ndarray) -> None:
+        for value in samples[-self.values.size :]:
+            self.values[self.position] = value
+            self.position = (self.position + 1) % self.values.size
+        self.filled = min(self.values.size, self.filled + samples.size)
+
+    def exceedance_db(self) -> tuple[float, float, float]:
+        """(L10, L50, L90): levels exceeded 10, 50 and 90 % of the time."""
+        l10, l50, l90 = np.percentile(self.values[: self.filled], [90.0, 50.0, 10.0])
+        return float(l10), float(l50), float(l90)
 
 
 class FrameBuilder:
@@ -40,6 +100,7 @@ class FrameBuilder:
         start_ns: int,
         first_seq: int = 0,
         calibration_date: str = "",
+        options: MeasurementOptions | None = None,
     ) -> None:
         if sample_rate not in SUPPORTED_SAMPLE_RATES:
             raise AudioInputError(
@@ -59,6 +120,9 @@ class FrameBuilder:
         self.start_ns = start_ns
         self.next_seq = first_seq
         self.hop = round(HOP_S * sample_rate)
+        self.options = options or MeasurementOptions()
+        self.dc_blocker = _DcBlocker(sample_rate)
+        self.percentiles = _PercentileWindow(round(self.options.percentile_window_s / HOP_S))
         self.meter = LevelMeter(sample_rate, full_scale_db)
         self.bank = ThirdOctaveBank(sample_rate, full_scale_db)
         self.mel = MelFeatures(sample_rate, full_scale_db)
@@ -101,15 +165,24 @@ class FrameBuilder:
         """Record ``n_samples`` lost samples: drop the partial frame, restart the filters."""
         self._frame_start_sample += self._pending_len + n_samples
         self._pending, self._pending_len = [], 0
+        self.dc_blocker.reset()
+        self.percentiles.reset()
         self.meter.reset()
         self.bank.reset()
         self.mel.reset()
 
-    def _measure(self, second: np.ndarray) -> Frame:
-        levels, laeq_steps, laf_steps = self.meter.process_steps(second, self.hop)
+    def _measure(self, raw: np.ndarray) -> Frame:
+        dc_offset = float(np.mean(raw))
+        second = self.dc_blocker.process(raw)
+        levels, steps = self.meter.process_steps(second, self.hop)
+        self.percentiles.add(steps.laf_db)
+        laf10, laf50, laf90 = self.percentiles.exceedance_db()
         bands_db = self.bank.process(second)
         mel_db = self.mel.process(second)
         capture_ns = self.start_ns + round(self._frame_start_sample * 1e9 / self.sample_rate)
+        floor = self.options.noise_floor_dba
+        margin = self.options.under_range_margin_db
+        under_range = floor is not None and levels.laeq_db < floor + margin
         frame = Frame(
             device_id=self.device_id,
             seq=self.next_seq,
@@ -122,12 +195,20 @@ class FrameBuilder:
             lceq_db=levels.lceq_db,
             lzeq_db=levels.lzeq_db,
             lafmax_db=levels.lafmax_db,
-            clipped_samples=levels.clipped_samples,
+            lafmin_db=levels.lafmin_db,
+            lasmax_db=levels.lasmax_db,
+            laf10_db=laf10,
+            laf50_db=laf50,
+            laf90_db=laf90,
+            percentile_window_s=self.percentiles.filled * HOP_S,
+            clipped_samples=int(np.count_nonzero(np.abs(raw) >= self.meter.clip_threshold)),
+            dc_offset=dc_offset,
+            under_range=under_range,
             band_first_index=int(self.bank.band_indices[0]),
             bands_db=np.asarray(bands_db, dtype=np.float32),
             hop_s=HOP_S,
-            laeq_steps_db=laeq_steps.astype(np.float32),
-            laf_steps_db=laf_steps.astype(np.float32),
+            laeq_steps_db=steps.laeq_db.astype(np.float32),
+            laf_steps_db=steps.lafmax_db.astype(np.float32),
             mel_db=mel_db,
         )
         self.next_seq += 1

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import signal
 
+from sensor.kernels import meter_pass, sosfilt
+
 REFERENCE_PRESSURE_PA = 20e-6
 """p0 in pascal; levels are in dB re p0 (IEC 61672-1:2013 definitions)."""
 
@@ -178,6 +180,20 @@ class FrameLevels:
     clipped_samples: int
 
 
+@dataclass(frozen=True)
+class StepLevels:
+    """Short-time levels of consecutive equal steps of a block, dB re 20 uPa, one per step.
+
+    ``laeq_db``: A-weighted Leq over the step; ``lafmax_db``: maximum of LAF within the
+    step; ``laf_db``: LAF sampled at the step's last sample (the time-weighted level a meter
+    shows at that instant, which is what percentile levels are computed from).
+    """
+
+    laeq_db: np.ndarray
+    lafmax_db: np.ndarray
+    laf_db: np.ndarray
+
+
 class LevelMeter:
     """Streaming sound level meter. Stateful: filter states and F/S time-weighting states
     carry across blocks, so feeding a signal in one block or many gives identical results.
@@ -209,42 +225,47 @@ class LevelMeter:
         """Return every filter and averager to silence, as after construction."""
         self._zi_a = np.zeros((self._sos_a.shape[0], 2))
         self._zi_c = np.zeros((self._sos_c.shape[0], 2))
-        self._zi_fast = np.zeros(1)
-        self._zi_slow = np.zeros(1)
+        self._averagers = np.zeros(2)  # F and S mean squares, IEC 61672-1 time weighting
 
     def process(self, block: np.ndarray) -> FrameLevels:
         """Levels over ``block`` (1-D float samples, full scale 1.0, any length > 0)."""
-        levels, _, _ = self.process_steps(block, step=len(block))
+        levels, _ = self.process_steps(block, step=len(block))
         return levels
 
     def process_steps(
         self, block: np.ndarray, step: int
-    ) -> tuple[FrameLevels, np.ndarray, np.ndarray]:
-        """Levels over ``block`` and, for each consecutive ``step`` samples, LAeq and LAFmax.
+    ) -> tuple[FrameLevels, StepLevels]:
+        """Levels over ``block`` and, for each consecutive ``step`` samples, short-time levels.
 
-        ``len(block)`` must be a multiple of ``step``. Returns (levels over the block,
-        LAeq per step in dB, LAFmax per step in dB); one filter pass serves all three.
+        ``len(block)`` must be a multiple of ``step``. One filter pass serves both.
         """
         samples = validate_block(block)
         count = samples.size
         if step <= 0 or count % step:
             raise ValueError(f"block of {count} samples is not a whole number of {step}-steps")
-        a_weighted, self._zi_a = signal.sosfilt(self._sos_a, samples, zi=self._zi_a)
-        c_weighted, self._zi_c = signal.sosfilt(self._sos_c, samples, zi=self._zi_c)
-        a_squared = a_weighted * a_weighted
-        fast, self._zi_fast = time_weighted_mean_square(a_squared, self._fast, self._zi_fast)
-        slow, self._zi_slow = time_weighted_mean_square(a_squared, self._slow, self._zi_slow)
+        a_weighted = sosfilt(self._sos_a, samples, self._zi_a)
+        c_weighted = sosfilt(self._sos_c, samples, self._zi_c)
+        n_steps = count // step
+        step_a_sum = np.empty(n_steps)
+        step_fast_max = np.empty(n_steps)
+        step_fast_end = np.empty(n_steps)
+        sum_a, sum_c, sum_z, fast_max, fast_min, slow_max, clipped = meter_pass(
+            samples, a_weighted, c_weighted, self._averagers, self._fast, self._slow, step,
+            self.clip_threshold, step_a_sum, step_fast_max, step_fast_end,
+        )
         full_scale_db = self.full_scale_db
         levels = FrameLevels(
-            laeq_db=float(level_db(a_squared.sum() / count, full_scale_db)),
-            lceq_db=float(level_db(np.dot(c_weighted, c_weighted) / count, full_scale_db)),
-            lzeq_db=float(level_db(np.dot(samples, samples) / count, full_scale_db)),
-            lafmax_db=float(level_db(fast.max(), full_scale_db)),
-            lafmin_db=float(level_db(fast.min(), full_scale_db)),
-            lasmax_db=float(level_db(slow.max(), full_scale_db)),
-            clipped_samples=int(np.count_nonzero(np.abs(samples) >= self.clip_threshold)),
+            laeq_db=float(level_db(sum_a / count, full_scale_db)),
+            lceq_db=float(level_db(sum_c / count, full_scale_db)),
+            lzeq_db=float(level_db(sum_z / count, full_scale_db)),
+            lafmax_db=float(level_db(fast_max, full_scale_db)),
+            lafmin_db=float(level_db(fast_min, full_scale_db)),
+            lasmax_db=float(level_db(slow_max, full_scale_db)),
+            clipped_samples=int(clipped),
         )
-        n_steps = count // step
-        laeq_steps = level_db(a_squared.reshape(n_steps, step).mean(axis=1), full_scale_db)
-        lafmax_steps = level_db(fast.reshape(n_steps, step).max(axis=1), full_scale_db)
-        return levels, np.asarray(laeq_steps), np.asarray(lafmax_steps)
+        steps = StepLevels(
+            laeq_db=np.asarray(level_db(step_a_sum / step, full_scale_db)),
+            lafmax_db=np.asarray(level_db(step_fast_max, full_scale_db)),
+            laf_db=np.asarray(level_db(step_fast_end, full_scale_db)),
+        )
+        return levels, steps

@@ -130,6 +130,7 @@ def run_node(
             start_ns=start_ns if start_ns is not None else time.time_ns(),
             first_seq=outbox.next_seq(),
             calibration_date=config.calibration.date,
+            options=config.measurement.options(),
         )
         blocks: Iterable[AudioBlock] = source
         if start_ns is None:

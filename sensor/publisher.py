@@ -1,9 +1,21 @@
 """Publishes frames from the outbox over MQTT (paho-mqtt 2.x, QoS 1) and sends heartbeats.
 
 One thread owns the in-flight map (MQTT message id -> sequence number). paho calls
-``on_publish`` while holding its own lock, so the callback only queues the acknowledged id;
-this thread deletes the frame from the outbox. paho re-sends unacknowledged QoS 1 messages
-after a reconnect, and reconnects by itself with capped exponential backoff.
+``on_publish`` while holding its own lock, so the callback only queues the acknowledged id
+and the broker's reason code; this thread acts on them. paho re-sends unacknowledged QoS 1
+messages after a reconnect, and reconnects by itself with capped exponential backoff.
+
+What a PUBACK means for a frame (see :func:`puback_outcome`):
+
+- success: the broker has the frame; it is deleted from the outbox.
+- reason 135, "not authorized" (MQTT 5 only): the broker's ACL refuses this topic to this
+  user. Retrying cannot help, so the frame is logged, counted in ``denied`` (heartbeat) and
+  deleted from the outbox. This is the only failure that deletes a frame.
+- any other failure: the frame stays in the outbox and is sent again after a capped
+  backoff.
+
+Under MQTT 3.1.1 a broker acknowledges a denied publish as a success, so denials are
+invisible there: use MQTT 5 (the default).
 
 The status topic carries ``online`` (retained) after each connect and ``offline`` through
 the Last Will when the connection dies.
@@ -12,6 +24,7 @@ the Last Will when the connection dies.
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import logging
 import queue
@@ -22,29 +35,109 @@ from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as mqtt
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from sensor import __version__
 from sensor.config import MqttSettings
+from sensor.errors import ConfigError
 from sensor.outbox import Outbox
 from sensor.wire import frame_topic, heartbeat_topic, status_topic
 
 log = logging.getLogger(__name__)
 
+NOT_AUTHORIZED = 135  # MQTT 5 reason code: the ACL refuses this topic to this user
+PROTOCOLS = {"mqttv5": mqtt.MQTTv5, "mqttv311": mqtt.MQTTv311}
 
-def make_client(client_id: str, settings: MqttSettings, clean_session: bool = True) -> mqtt.Client:
-    """A paho 2.x client with credentials, TLS and reconnect backoff from the settings."""
-    client = mqtt.Client(
-        callback_api_version=mqtt.CallbackAPIVersion.VERSION2,
-        client_id=client_id,
-        clean_session=clean_session,
-        protocol=mqtt.MQTTv311,
-    )
+
+def tls_context(ca_file: str) -> ssl.SSLContext:
+    """A client TLS context that trusts only ``ca_file`` and checks the broker's host name.
+
+    TLS 1.2 at least; certificate and host name are always verified (there is no way to turn
+    that off). Raise ConfigError when the CA file cannot be loaded.
+    """
+    try:
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(
+            f"config key 'mqtt.tls_ca': cannot load CA certificate {ca_file}: {exc}"
+        ) from exc
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+def make_client(client_id: str, settings: MqttSettings, persistent: bool = False) -> mqtt.Client:
+    """A paho 2.x client with credentials, TLS and reconnect backoff from the settings.
+
+    ``persistent``: the broker keeps the session (subscriptions, queued QoS 1 messages) while
+    the client is away; under MQTT 5 for ``settings.session_expiry_s``. Connect with
+    :func:`connect_async` so that the matching CONNECT flags and properties are sent. Raise
+    ConfigError when a user name is set but no password can be found.
+    """
+    protocol = PROTOCOLS[settings.protocol]
+    if protocol == mqtt.MQTTv5:  # MQTT 5 has clean start (on connect) instead of clean session
+        client = mqtt.Client(
+            callback_api_version=mqtt.CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            protocol=protocol,
+        )
+    else:
+        client = mqtt.Client(
+            callback_api_version=mqtt.CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            clean_session=not persistent,
+            protocol=protocol,
+        )
     if settings.username:
-        client.username_pw_set(settings.username, settings.password())
+        password = settings.password()
+        if password is None:
+            raise ConfigError(
+                f"config key 'mqtt.username' is {settings.username!r} but there is no password: "
+                f"set the environment variable {settings.password_env} or mqtt.password_file"
+            )
+        client.username_pw_set(settings.username, password)
     if settings.tls_ca:
-        client.tls_set(ca_certs=settings.tls_ca, tls_version=ssl.PROTOCOL_TLS_CLIENT)
+        client.tls_set_context(tls_context(settings.tls_ca))
     client.reconnect_delay_set(min_delay=1, max_delay=settings.reconnect_max_s)
     return client
+
+
+def connect_async(client: mqtt.Client, settings: MqttSettings, persistent: bool = False) -> None:
+    """Start connecting (paho retries on its own once ``loop_start`` runs).
+
+    Under MQTT 5 a persistent client never asks for a clean start, so a restarted process
+    resumes the session it left, and it sends the session expiry interval.
+    """
+    if settings.protocol == "mqttv5":
+        properties = Properties(PacketTypes.CONNECT)
+        if persistent and settings.session_expiry_s > 0:
+            properties.SessionExpiryInterval = settings.session_expiry_s
+        client.connect_async(
+            settings.host,
+            settings.port,
+            settings.keepalive_s,
+            clean_start=not persistent,
+            properties=properties,
+        )
+    else:
+        client.connect_async(settings.host, settings.port, settings.keepalive_s)
+
+
+class PubackOutcome(enum.Enum):
+    """What a PUBACK means for the frame it acknowledges."""
+
+    STORED = "stored"
+    DENIED = "denied"
+    RETRY = "retry"
+
+
+def puback_outcome(reason_code: int) -> PubackOutcome:
+    """Classify a PUBACK reason code: below 128 success, 135 denied, other failures retry."""
+    if reason_code < 128:
+        return PubackOutcome.STORED
+    if reason_code == NOT_AUTHORIZED:
+        return PubackOutcome.DENIED
+    return PubackOutcome.RETRY
 
 
 class FramePublisher:
@@ -67,14 +160,17 @@ class FramePublisher:
         self.health = health or dict
         self.published = 0
         self.acknowledged = 0
+        self.denied = 0
         self.connects = 0
-        self._acks: queue.Queue[int] = queue.Queue()
+        self._acks: queue.Queue[tuple[int, int]] = queue.Queue()  # (message id, reason code)
+        self._retry_delay_s = 0.0
+        self._retry_at = 0.0
         self._inflight: dict[int, int] = {}
         self._connected = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="publisher", daemon=True)
         self._started = time.monotonic()
-        self.client = make_client(f"barkwatch-sensor-{device_id}", settings)
+        self.client = make_client(f"barkwatch-sensor-{device_id}", settings, persistent=True)
         self.client.will_set(status_topic(device_id), "offline", qos=1, retain=True)
         self.client.max_inflight_messages_set(max_inflight)
         self.client.on_connect = self._on_connect
@@ -87,9 +183,10 @@ class FramePublisher:
     ) -> None:
         if reason.is_failure:
             log.error(
-                "broker %s:%d refused the connection: %s",
+                "broker %s:%d refused the connection for user %r: %s; retrying with backoff",
                 self.settings.host,
                 self.settings.port,
+                self.settings.username,
                 reason,
             )
             return
@@ -108,7 +205,7 @@ class FramePublisher:
     def _on_publish(
         self, client: mqtt.Client, userdata: Any, mid: int, reason: Any, properties: Any
     ) -> None:
-        self._acks.put(mid)
+        self._acks.put((mid, int(getattr(reason, "value", 0))))
 
     @property
     def connected(self) -> bool:
@@ -121,7 +218,7 @@ class FramePublisher:
 
     def start(self) -> None:
         """Connect (asynchronously, retrying) and start draining the outbox."""
-        self.client.connect_async(self.settings.host, self.settings.port, self.settings.keepalive_s)
+        connect_async(self.client, self.settings, persistent=True)
         self.client.loop_start()
         self._thread.start()
 
@@ -165,6 +262,7 @@ class FramePublisher:
             "outbox_evicted": self.outbox.evicted,
             "published": self.published,
             "acknowledged": self.acknowledged,
+            "denied": self.denied,
             "inflight": self.inflight(),
             "connects": self.connects,
         }
@@ -188,19 +286,47 @@ class FramePublisher:
         done: list[int] = []
         while True:
             try:
-                mid = self._acks.get_nowait()
+                mid, reason_code = self._acks.get_nowait()
             except queue.Empty:
                 break
             seq = self._inflight.pop(mid, None)
-            if seq is not None:
+            outcome = puback_outcome(reason_code)
+            if seq is None:  # a status or heartbeat message
+                if outcome is not PubackOutcome.STORED:
+                    log.warning("broker refused a status or heartbeat (reason %d)", reason_code)
+                continue
+            if outcome is PubackOutcome.STORED:
                 done.append(seq)
+                self.acknowledged += 1
+                self._retry_delay_s = 0.0
+            elif outcome is PubackOutcome.DENIED:
+                # Retrying cannot succeed: the broker's ACL refuses this topic to this user.
+                done.append(seq)
+                self.denied += 1
+                log.error(
+                    "broker denied frame %d on %s to user %r (reason 135, not authorized); "
+                    "dropped from the outbox. Check device_id and mqtt.username.",
+                    seq,
+                    frame_topic(self.device_id),
+                    self.settings.username,
+                )
+            else:  # stays in the outbox; sent again once the in-flight window has drained
+                self._retry_delay_s = min(
+                    max(2 * self._retry_delay_s, 1.0), float(self.settings.reconnect_max_s)
+                )
+                self._retry_at = time.monotonic() + self._retry_delay_s
+                log.warning(
+                    "broker refused frame %d (reason %d); retrying in %.0f s",
+                    seq,
+                    reason_code,
+                    self._retry_delay_s,
+                )
         if done:
             self.outbox.delete(done)
-            self.acknowledged += len(done)
 
     def _publish_waiting(self) -> int:
         room = self.max_inflight - len(self._inflight)
-        if room <= 0:
+        if room <= 0 or time.monotonic() < self._retry_at:
             return 0
         after = max(self._inflight.values(), default=-1)
         rows = self.outbox.peek(room, after_seq=after)

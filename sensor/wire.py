@@ -18,7 +18,15 @@ key          type       meaning
 ``lc``       float      LCeq over the frame, dB
 ``lz``       float      LZeq over the frame, dB
 ``lafmax``   float      LAFmax over the frame, dB
+``lafmin``   float      LAFmin over the frame, dB
+``lasmax``   float      LASmax over the frame, dB
+``l10``      float      LAF10 (exceeded 10 % of the time) over the ``pct_s`` ending here, dB
+``l50``      float      LAF50, dB
+``l90``      float      LAF90 (background), dB
+``pct_s``    float      seconds of LAF samples behind the percentiles (up to the window)
 ``clip``     int        number of clipped samples in the frame
+``dc``       float      DC offset removed from the frame, full-scale units
+``under``    bool       LAeq within the margin of the microphone's noise floor
 ``b0``       int        IEC 61260-1 index x of the first third-octave band, fm = 1000*10**(x/10)
 ``bands``    bytes      float32 band levels (Leq over the frame, Z-weighted, dB)
 ``hop``      float      step of the short-time series below, seconds (0.02)
@@ -96,7 +104,15 @@ class Frame:
     lceq_db: float
     lzeq_db: float
     lafmax_db: float
+    lafmin_db: float
+    lasmax_db: float
+    laf10_db: float
+    laf50_db: float
+    laf90_db: float
+    percentile_window_s: float
     clipped_samples: int
+    dc_offset: float
+    under_range: bool
     band_first_index: int
     bands_db: np.ndarray = field(repr=False)
     hop_s: float
@@ -131,7 +147,15 @@ def encode_frame(frame: Frame) -> bytes:
         "lc": float(frame.lceq_db),
         "lz": float(frame.lzeq_db),
         "lafmax": float(frame.lafmax_db),
+        "lafmin": float(frame.lafmin_db),
+        "lasmax": float(frame.lasmax_db),
+        "l10": float(frame.laf10_db),
+        "l50": float(frame.laf50_db),
+        "l90": float(frame.laf90_db),
+        "pct_s": float(frame.percentile_window_s),
         "clip": int(frame.clipped_samples),
+        "dc": float(frame.dc_offset),
+        "under": bool(frame.under_range),
         "b0": int(frame.band_first_index),
         "bands": np.asarray(frame.bands_db, dtype="<f4").tobytes(),
         "hop": float(frame.hop_s),
@@ -156,7 +180,15 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "lc": (float, int),
     "lz": (float, int),
     "lafmax": (float, int),
+    "lafmin": (float, int),
+    "lasmax": (float, int),
+    "l10": (float, int),
+    "l50": (float, int),
+    "l90": (float, int),
+    "pct_s": (float, int),
     "clip": int,
+    "dc": (float, int),
+    "under": bool,
     "b0": int,
     "bands": bytes,
     "hop": (float, int),
@@ -181,8 +213,8 @@ def _array(raw: bytes, dtype: str, name: str, expected_len: int | None = None) -
 
 def _level(payload: dict[str, Any], key: str) -> float:
     value = float(payload[key])
-    if not math.isfinite(value) or not -100.0 <= value <= 250.0:
-        raise WireError(f"field {key!r}: level {value} dB is outside -100..250 dB")
+    if not math.isfinite(value) or not -150.0 <= value <= 250.0:
+        raise WireError(f"field {key!r}: level {value} dB is outside -150..250 dB")
     return value
 
 
@@ -207,7 +239,7 @@ def decode_frame(data: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> Frame:
         raise WireError(f"unknown field(s): {', '.join(map(str, unknown))}")
     for key, kind in _FIELDS.items():
         value = payload[key]
-        if isinstance(value, bool) or not isinstance(value, kind):
+        if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
             raise WireError(f"field {key!r}: {type(value).__name__} is not the expected type")
 
     device_id = payload["dev"]
@@ -226,6 +258,11 @@ def decode_frame(data: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> Frame:
         raise WireError(f"field 'clip': {payload['clip']} is out of range")
     if not -20 <= payload["b0"] <= 13:
         raise WireError(f"field 'b0': band index {payload['b0']} is out of range")
+    dc_offset = float(payload["dc"])
+    if not -1.0 <= dc_offset <= 1.0:
+        raise WireError(f"field 'dc': {dc_offset} is outside -1..1 (full scale)")
+    if not 0.0 <= float(payload["pct_s"]) <= 3600.0:
+        raise WireError(f"field 'pct_s': {payload['pct_s']} s is out of range")
     hop_s = float(payload["hop"])
     if not 0.001 <= hop_s <= 1.0:
         raise WireError(f"field 'hop': {hop_s} s is out of range")
@@ -254,7 +291,15 @@ def decode_frame(data: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> Frame:
         lceq_db=_level(payload, "lc"),
         lzeq_db=_level(payload, "lz"),
         lafmax_db=_level(payload, "lafmax"),
+        lafmin_db=_level(payload, "lafmin"),
+        lasmax_db=_level(payload, "lasmax"),
+        laf10_db=_level(payload, "l10"),
+        laf50_db=_level(payload, "l50"),
+        laf90_db=_level(payload, "l90"),
+        percentile_window_s=float(payload["pct_s"]),
         clipped_samples=payload["clip"],
+        dc_offset=dc_offset,
+        under_range=payload["under"],
         band_first_index=payload["b0"],
         bands_db=bands,
         hop_s=hop_s,

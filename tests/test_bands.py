@@ -289,3 +289,25 @@ def test_unsupported_sample_rate_is_refused(sample_rate: int) -> None:
 def test_malformed_block_is_refused_with_the_reason(block: np.ndarray, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         ThirdOctaveBank(48000, FULL_SCALE_DB).process(block)
+
+
+@pytest.mark.parametrize("sample_rate", [16000, 44100, 48000])
+def test_pink_noise_band_energies_exceed_the_overall_level_by_the_effective_bandwidth(
+    sample_rate: int,
+) -> None:
+    """Pink noise confined to the bank's range: the energy sum of the band levels exceeds the
+    overall Z level by the Butterworth effective-bandwidth excess, 10 lg((pi/2N)/sin(pi/2N)) =
+    0.20 dB for order N = 3 (skirts overlap), inside the IEC 61260-1:2014 class 1 limit of
+    +-0.4 dB on the effective bandwidth deviation. A test asking for 0.1 dB would need order
+    5 filters, which double the bank's cost (see the issue's closing note)."""
+    centres = band_centre_hz(third_octave_band_indices(sample_rate))
+    samples = spectrum_noise(
+        sample_rate, 4.0, centres[0] / EDGE_RATIO, centres[-1] * EDGE_RATIO, pink=True, seed=23
+    )
+    overall_db = FULL_SCALE_DB + 10.0 * np.log10(np.mean(samples**2))
+    band_sum_db = 10.0 * np.log10(
+        np.sum(10.0 ** (periodic_band_levels(samples, sample_rate) / 10.0))
+    )
+    order_3_excess_db = 10.0 * np.log10((np.pi / 6.0) / np.sin(np.pi / 6.0))
+    assert band_sum_db - overall_db == pytest.approx(order_3_excess_db, abs=0.07)
+    assert abs(band_sum_db - overall_db) <= 0.4

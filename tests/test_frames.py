@@ -7,7 +7,7 @@ import pytest
 
 from sensor.errors import AudioInputError
 from sensor.features import MelFeatures, mel_centre_frequencies_hz
-from sensor.frames import FrameBuilder
+from sensor.frames import FrameBuilder, MeasurementOptions
 from sensor.levels import LevelMeter
 from tests.conftest import sine
 
@@ -76,8 +76,46 @@ def test_short_time_levels_equal_separate_meter_calls() -> None:
     rng = np.random.default_rng(3)
     second = 0.1 * rng.standard_normal(16000) * np.linspace(0.1, 1.0, 16000)
     whole = LevelMeter(16000, 120.0)
-    _, laeq_steps, laf_steps = whole.process_steps(second, 320)
+    _, steps = whole.process_steps(second, 320)
+    laeq_steps, laf_steps = steps.laeq_db, steps.lafmax_db
     stepwise = LevelMeter(16000, 120.0)
     singles = [stepwise.process(second[i : i + 320]) for i in range(0, 16000, 320)]
     np.testing.assert_allclose(laeq_steps, [s.laeq_db for s in singles], atol=1e-9)
     np.testing.assert_allclose(laf_steps, [s.lafmax_db for s in singles], atol=1e-9)
+
+
+def test_dc_offset_is_removed_and_reported() -> None:
+    clean = sine(1000.0, 0.1, 3.0, 48000)
+    with_dc = _frames(clean + 0.05, 48000, 48000)
+    without = _frames(clean, 48000, 48000)
+    assert with_dc[2].dc_offset == pytest.approx(0.05, abs=1e-6)
+    assert with_dc[2].lzeq_db == pytest.approx(without[2].lzeq_db, abs=0.01)
+
+
+def test_exceedance_levels_over_the_window() -> None:
+    # 50 s at 80 dB then 10 s at 100 dB (1 kHz, full scale 120 dB): L90 = L50 = 80, L10 = 100.
+    quiet, loud = sine(1000.0, 0.01, 50.0, 16000), sine(1000.0, 0.1, 10.0, 16000)
+    frames = _frames(np.concatenate([quiet, loud]), 16000, 16000)
+    last = frames[-1]
+    assert last.percentile_window_s == pytest.approx(60.0)
+    assert last.laf90_db == pytest.approx(80.0, abs=0.05)
+    assert last.laf50_db == pytest.approx(80.0, abs=0.05)
+    assert last.laf10_db == pytest.approx(100.0, abs=0.05)
+
+
+def test_under_range_flag_near_the_microphone_noise_floor() -> None:
+    options = MeasurementOptions(noise_floor_dba=30.0, under_range_margin_db=5.0)
+    quiet = FrameBuilder("dev-1", 48000, 120.0, START_NS, options=options)
+    frames = quiet.push(np.concatenate([sine(1000.0, 10 ** (-88 / 20), 1.0, 48000),
+                                        sine(1000.0, 10 ** (-80 / 20), 1.0, 48000)]))
+    assert [f.under_range for f in frames] == [True, False]  # 32 dB and 40 dB
+
+
+def test_same_input_gives_identical_frames_on_every_run() -> None:
+    rng = np.random.default_rng(21)
+    signal = 0.05 * rng.standard_normal(2 * 44100)
+    first, second = _frames(signal, 44100, 44100), _frames(signal, 44100, 44100)
+    for a, b in zip(first, second, strict=True):
+        assert (a.laeq_db, a.lceq_db, a.lzeq_db, a.lafmax_db, a.lasmax_db, a.laf90_db) == (
+            b.laeq_db, b.lceq_db, b.lzeq_db, b.lafmax_db, b.lasmax_db, b.laf90_db)
+        np.testing.assert_array_equal(a.bands_db, b.bands_db)

@@ -40,8 +40,10 @@ def test_json_document_has_the_documented_fields(excerpt_20s: Path) -> None:
 def test_include_frames_gives_one_row_per_second(excerpt_20s: Path) -> None:
     document = json.loads(_analyze(excerpt_20s, "--include-frames").stdout)
     assert [row["t_s"] for row in document["frames"]] == [float(i) for i in range(20)]
-    assert set(document["frames"][0]) == {"t_s", "laeq_db", "lceq_db", "lzeq_db", "lafmax_db",
-                                          "dog_score", "bands_db"}
+    assert set(document["frames"][0]) == {
+        "t_s", "laeq_db", "lceq_db", "lzeq_db", "lafmax_db", "lafmin_db", "lasmax_db",
+        "laf10_db", "laf50_db", "laf90_db", "clipped_samples", "dc_offset", "under_range",
+        "dog_score", "bands_db"}
     assert len(document["frames"][0]["bands_db"]) == len(document["band_centres_hz"])
 
 
