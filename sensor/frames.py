@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import signal
 
 from sensor.bands import ThirdOctaveBank
 from sensor.errors import AudioInputError
 from sensor.features import HOP_S, MelFeatures
+from sensor.kernels import sosfilt
 from sensor.levels import LevelMeter
 from sensor.wire import SUPPORTED_SAMPLE_RATES, Frame
 
@@ -49,16 +49,14 @@ class _DcBlocker:
     def __init__(self, sample_rate: int) -> None:
         pole = math.exp(-2.0 * math.pi * DC_BLOCK_CUTOFF_HZ / sample_rate)
         gain = (1.0 + pole) / 2.0  # unity gain at Nyquist
-        self.b = np.array([gain, -gain])
-        self.a = np.array([1.0, -pole])
-        self.zi = np.zeros(1)
+        self.sos = np.array([[gain, -gain, 0.0, 1.0, -pole, 0.0]])
+        self.zi = np.zeros((1, 2))
 
     def reset(self) -> None:
-        self.zi = np.zeros(1)
+        self.zi = np.zeros((1, 2))
 
     def process(self, block: np.ndarray) -> np.ndarray:
-        filtered, self.zi = signal.lfilter(self.b, self.a, block, zi=self.zi)
-        return np.asarray(filtered)
+        return sosfilt(self.sos, block, self.zi)
 
 
 class _PercentileWindow:
