@@ -12,9 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from analyzer import __version__
+from analyzer.audibility import (
+    AudibilityAssessor,
+    AudibilitySettings,
+    EventAudibility,
+    parameters,
+)
 from analyzer.config import DetectorSettings
 from analyzer.detector import MODEL_VERSION
+from analyzer.events import DogEvent
 from analyzer.pipeline import DevicePipeline
+from analyzer.site import InstallationRecord
 from sensor.capture import FileSource
 from sensor.frames import FrameBuilder
 from sensor.wire import Frame, decode_frame, encode_frame
@@ -46,21 +54,47 @@ def frames_of_file(path: str | Path, full_scale_db: float) -> tuple[FileSource, 
     return source, [decode_frame(encode_frame(frame)) for frame in frames]
 
 
+AUDIBILITY_FIELDS = (
+    "level_at_100ft_db", "lafmax_at_100ft_db", "audibility_margin_db", "plainly_audible",
+    "uncertainty_db", "audibility_score", "judged_from", "estimate_at_100ft_db",
+    "background_la90_db", "background_source", "background_limited", "dominant_band_hz",
+)
+
+
+def _audibility_fields(result: EventAudibility | None) -> dict[str, Any]:
+    if result is None:
+        return dict.fromkeys(AUDIBILITY_FIELDS)
+    return result.as_dict()
+
+
 def analyze_file(
     path: str | Path,
     full_scale_db: float = DEFAULT_FULL_SCALE_DB,
     include_frames: bool = False,
     settings: DetectorSettings | None = None,
+    site: InstallationRecord | None = None,
+    audibility_settings: AudibilitySettings | None = None,
 ) -> dict[str, Any]:
-    """Analyse one file; return the ``barkwatch.analysis/1`` document."""
+    """Analyse one file; return the ``barkwatch.analysis/1`` document.
+
+    With an installation record (``site``) every event also carries its level 100 ft beyond
+    the premises boundary and the plainly-audible decision; without one those fields are null.
+    """
     settings = settings or DetectorSettings()
+    audibility_settings = audibility_settings or AudibilitySettings()
     source, frames = frames_of_file(path, full_scale_db)
     pipeline = DevicePipeline("offline", settings)
-    events = []
+    assessor = AudibilityAssessor(site, audibility_settings) if site is not None else None
+    assessed: dict[int, EventAudibility | None] = {}
+    events: list[DogEvent] = []
     max_score = 0.0
     frame_rows = []
     for frame in frames:
         result = pipeline.feed(frame)
+        if assessor is not None:
+            assessor.observe(frame, result.max_dog_score)
+            for event in result.events:
+                assessed[event.onset_ns] = assessor.assess(event)
         events.extend(result.events)
         max_score = max(max_score, result.max_dog_score)
         if include_frames:
@@ -83,7 +117,10 @@ def analyze_file(
                     "bands_db": [_round(v) for v in frame.bands_db],
                 }
             )
-    events.extend(pipeline.flush())
+    for event in pipeline.flush():
+        events.append(event)
+        if assessor is not None:
+            assessed[event.onset_ns] = assessor.assess(event)
     document: dict[str, Any] = {
         "schema": SCHEMA,
         "software_version": __version__,
@@ -103,10 +140,12 @@ def analyze_file(
                 "confidence": e.confidence,
                 "laeq_db": e.laeq_db,
                 "lafmax_db": e.lafmax_db,
+                **_audibility_fields(assessed.get(e.onset_ns)),
             }
             for e in events
         ],
         "findings": [],
+        "audibility": parameters(site, audibility_settings) if site is not None else None,
     }
     if include_frames and frames:
         document["band_centres_hz"] = [

@@ -17,11 +17,15 @@ import numpy as np
 from numba import njit
 from scipy import signal
 
-_private_sosfilt: Callable[..., None] | None
-try:  # the C loop behind scipy.signal.sosfilt, without ~40 µs of argument checking per call
-    from scipy.signal._sosfilt import _sosfilt as _private_sosfilt
-except ImportError:  # pragma: no cover - another scipy layout: the public function serves
-    _private_sosfilt = None
+def _load_private_sosfilt() -> Callable[..., None] | None:
+    try:  # the C loop behind scipy.signal.sosfilt, without ~40 µs of argument checking a call
+        from scipy.signal._sosfilt import _sosfilt
+    except ImportError:  # pragma: no cover - another scipy layout: the public function serves
+        return None
+    return _sosfilt
+
+
+_private_sosfilt = _load_private_sosfilt()
 
 
 def sosfilt(sos: np.ndarray, x: np.ndarray, zi: np.ndarray) -> np.ndarray:

@@ -30,8 +30,9 @@ def test_json_document_has_the_documented_fields(excerpt_20s: Path) -> None:
     assert document["findings"] == []
     assert "frames" not in document
     for event in document["events"]:
-        assert set(event) == {"onset_s", "offset_s", "label", "confidence", "laeq_db",
-                              "lafmax_db"}
+        assert {"onset_s", "offset_s", "label", "confidence", "laeq_db", "lafmax_db",
+                "level_at_100ft_db", "plainly_audible", "uncertainty_db"} <= set(event)
+        assert event["plainly_audible"] is None  # no installation record given
         assert 0.0 <= event["onset_s"] < event["offset_s"] <= 20.0
         assert event["label"] == "dog"
         assert 0.0 <= event["confidence"] <= 1.0
