@@ -5,7 +5,9 @@ silently drops NaN, infinite and None field values, so every value is checked fi
 one raises instead of vanishing. Schema (README, "InfluxDB schema"):
 
 - ``level`` (tag ``device``): one point per frame at its capture time.
-- ``dog_event`` (tags ``device``, ``label``): one point per event at its onset.
+- ``dog_event`` (tags ``device``, ``label``): one point per event at its onset, with its
+  level 100 ft beyond the boundary and audibility when the device has an installation record.
+- ``background`` (tag ``device``): L90 at the sensor, A-weighted and per band, once a minute.
 - ``sensor_health`` (tag ``device``): one point per heartbeat at the sensor's time.
 - ``sensor_status`` (tag ``device``): ``online`` true/false when the status topic changes.
 - ``analyzer_stats`` (tag ``analyzer``): the analyzer's counters.
@@ -26,6 +28,7 @@ from typing import Any
 
 from influxdb_client import Point, WritePrecision
 
+from analyzer.audibility import BAND_INDICES, Background, EventAudibility
 from analyzer.config import InfluxSettings
 from analyzer.errors import AnalyzerError, InfluxRejected, InfluxUnavailable
 from analyzer.events import DogEvent
@@ -117,9 +120,9 @@ def level_point(frame: Frame, max_dog_score: float | None) -> Point:
     return point
 
 
-def event_point(event: DogEvent) -> Point:
-    """The ``dog_event`` point of one event, at its onset."""
-    return (
+def event_point(event: DogEvent, audibility: EventAudibility | None = None) -> Point:
+    """The ``dog_event`` point of one event, at its onset, with its audibility when known."""
+    point = (
         Point("dog_event")
         .tag("device", event.device_id)
         .tag("label", event.label)
@@ -131,6 +134,29 @@ def event_point(event: DogEvent) -> Point:
         .field("model_version", event.model_version)
         .time(event.onset_ns, WritePrecision.NS)
     )
+    if audibility is not None:
+        for key, value in audibility.as_dict().items():
+            if isinstance(value, float):
+                point.field(key, _finite(key, value))
+            elif isinstance(value, bool | str):
+                point.field(key, value)
+    return point
+
+
+def background_point(device_id: str, background: Background, time_ns: int) -> Point:
+    """The ``background`` point: L90 at the sensor, A-weighted and per band."""
+    point = (
+        Point("background")
+        .tag("device", device_id)
+        .field("la90_db", _finite("la90_db", background.la90_db))
+        .field("seconds", int(background.seconds))
+        .field("source", background.source)
+        .time(time_ns, WritePrecision.NS)
+    )
+    for x, level in zip(BAND_INDICES, background.bands_db, strict=True):
+        name = band_field(int(x)).replace("_db", "_l90_db")
+        point.field(name, round(_finite(name, float(level)), 2))
+    return point
 
 
 HEALTH_FIELDS: Mapping[str, type] = {
