@@ -20,7 +20,8 @@ DESCRIPTION = """\
 Barkwatch server side. 'analyze' runs the whole pipeline on sound files in one process (no
 broker, no database) and prints JSON; 'analyzer run' is the live service that subscribes to
 every sensor and stores evidence in InfluxDB; 'demo' starts local services and replays the
-bundled recording through sensor, broker, analyzer and database."""
+bundled recording through sensor, broker, analyzer and database. 'ca', 'broker' and 'device'
+set up a secured broker and manage device credentials (broker_config/README.md)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep the services up after the replay until Ctrl-C",
     )
+
+    from analyzer.provision_cli import add_parsers
+
+    add_parsers(sub)
     return parser
 
 
@@ -157,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
             from analyzer.demo import run_demo
 
             return run_demo(args.input, keep_running=args.keep_running)
+        if args.command in ("ca", "broker", "device"):
+            from analyzer.provision_cli import run
+
+            return run(args, parser)
         parser.print_help()
         return 2
     except (SensorError, AnalyzerError) as exc:

@@ -31,18 +31,25 @@ class InfluxSettings:
 
 @dataclass(frozen=True)
 class DetectorSettings:
-    """The first, simple detector and event tracker; the classifier issue replaces the score."""
+    """The dog-vocalization classifier and the event tracker (analyzer.classifier, events).
 
-    band_low_hz: float = setting(400.0, "lower edge of the bark band, Hz", 50.0, 4000.0)
-    band_high_hz: float = setting(4000.0, "upper edge of the bark band, Hz", 500.0, 8000.0)
-    prominence_db: float = setting(
-        12.0, "bark-band rise over background scoring 0.5, dB", 1.0, 60.0
+    Scores are per 20 ms step, 0..1. Defaults were chosen on held-out recordings
+    (models/MODEL_CARD.md) for few false alarms on long non-dog soundscapes.
+    """
+
+    model_path: str = setting(
+        "", "classifier model file (.npz from scripts/train_classifier.py); empty = bundled"
     )
-    slope_db: float = setting(3.0, "dB per unit of logistic score slope", 0.1, 20.0)
-    background_rise_s: float = setting(10.0, "time constant of a rising background, s", 0.5, 600.0)
+    smoothing_s: float = setting(
+        0.1, "centred moving average of step scores, s (adds half of it to the delay)", 0.0, 2.0
+    )
+    min_band_level_db: float = setting(
+        0.0, "steps whose loudest mel band (within 0.25 s) is below this, dB SPL, score 0",
+        -100.0, 100.0,
+    )
     on_threshold: float = setting(0.6, "score that opens an event", 0.0, 1.0)
     off_threshold: float = setting(0.4, "score below which an event closes", 0.0, 1.0)
-    min_duration_s: float = setting(0.06, "shortest event kept, s", 0.0, 10.0)
+    min_duration_s: float = setting(0.1, "shortest event kept, s", 0.0, 10.0)
     merge_gap_s: float = setting(0.5, "events closer than this merge, s", 0.0, 30.0)
 
 
@@ -56,6 +63,13 @@ class AnalyzerConfig:
     )
     stats_interval_s: float = setting(10.0, "seconds between analyzer_stats points", 1.0, 3600.0)
     reorder_window_frames: int = setting(120, "frames held to restore capture order", 1, 3600)
+    max_frame_age_s: float = setting(
+        604800.0, "older capture times are implausible: stored flagged, not scored, s",
+        60.0, 315360000.0,
+    )
+    max_clock_ahead_s: float = setting(
+        300.0, "capture times further ahead of this clock are implausible, s", 1.0, 86400.0
+    )
     mqtt: MqttSettings = setting(MqttSettings(), "broker")
     influx: InfluxSettings = setting(InfluxSettings(), "database")
     detector: DetectorSettings = setting(DetectorSettings(), "detector")

@@ -15,3 +15,7 @@ class InfluxUnavailable(AnalyzerError):
 
 class InfluxRejected(AnalyzerError):
     """InfluxDB refused the data (4xx): retrying the same lines cannot succeed."""
+
+
+class ProvisioningError(AnalyzerError):
+    """A deployment file (CA, certificate, password file, device bundle) cannot be made."""

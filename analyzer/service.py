@@ -8,7 +8,9 @@ its point. While InfluxDB is down the worker retries with capped backoff and ack
 nothing, so the broker keeps the frames (persistent session, QoS 1). After a reconnect the
 broker re-sends what was unacknowledged; duplicates are dropped on (device, seq). Malformed,
 oversized or mismatched messages are counted, logged and acknowledged (dropped); the loop
-keeps going.
+keeps going. Decoded frames are checked further (``analyzer.plausibility``): an inconsistent
+one is dropped as malformed, one with an implausible capture time is stored flagged
+(``implausible_time``) and not scored.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ from analyzer.influx import (
     write_with_retry,
 )
 from analyzer.pipeline import DevicePipeline, ReorderBuffer
+from analyzer.plausibility import frame_problem, shape_problem, time_problem
 from sensor.errors import WireError
-from sensor.publisher import make_client
+from sensor.publisher import connect_async, make_client
 from sensor.wire import TOPIC_ROOT, Frame, decode_frame, device_from_topic
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,7 @@ SUBSCRIPTIONS = [
 ]
 STORED_SEQS_PER_DEVICE = 100_000
 FLUSH_AFTER_S = 0.5
+IMPLAUSIBLE_LOG_EVERY = 600  # per device: log the first implausible frame, then every 600th
 
 
 @dataclass
@@ -63,6 +67,7 @@ class AnalyzerCounters:
     malformed: int = 0
     oversize: int = 0
     device_mismatch: int = 0
+    implausible_time: int = 0
     bad_topic: int = 0
     late_frames: int = 0
     heartbeats: int = 0
@@ -108,6 +113,8 @@ class Analyzer:
         self._pipelines: dict[str, DevicePipeline] = {}
         self._reorder: dict[str, ReorderBuffer] = {}
         self._stored = _StoredSeqs(STORED_SEQS_PER_DEVICE)
+        self._shapes: dict[str, tuple[int, float]] = {}  # device -> (mel bands, step s)
+        self._implausible: dict[str, int] = defaultdict(int)
         self._unstored: dict[Key, list[Ack]] = {}
         self._batch: list[Point] = []
         self._batch_keys: list[Key] = []
@@ -115,7 +122,7 @@ class Analyzer:
         self._batch_started = 0.0
         self._next_stats = 0.0
         self._worker = threading.Thread(target=self._run, name="analyzer-worker", daemon=True)
-        self.client = make_client(config.client_id, config.mqtt, clean_session=False)
+        self.client = make_client(config.client_id, config.mqtt, persistent=True)
         self.client.manual_ack_set(True)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
@@ -125,9 +132,7 @@ class Analyzer:
     def start(self) -> None:
         """Connect to the broker and start the worker (which first makes sure the database
         exists, retrying while InfluxDB is unreachable)."""
-        self.client.connect_async(
-            self.config.mqtt.host, self.config.mqtt.port, self.config.mqtt.keepalive_s
-        )
+        connect_async(self.client, self.config.mqtt, persistent=True)
         self.client.loop_start()
         self._worker.start()
 
@@ -267,6 +272,13 @@ class Analyzer:
             )
             self._ack_later(ack)
             return
+        shape = (int(frame.mel_db.shape[1]), float(frame.hop_s))
+        problem = frame_problem(frame) or shape_problem(frame, self._shapes.get(device, shape))
+        if problem:
+            self.counters.malformed += 1
+            log.warning("dropped implausible frame %d from %s: %s", frame.seq, device, problem)
+            self._ack_later(ack)
+            return
         key = (device, frame.seq)
         if key in self._stored:
             self.counters.duplicates += 1
@@ -277,6 +289,16 @@ class Analyzer:
             self._unstored[key].append(ack)
             return
         self._unstored[key] = [ack]
+        late = time_problem(
+            frame.capture_ns,
+            time.time_ns(),
+            self.config.max_frame_age_s,
+            self.config.max_clock_ahead_s,
+        )
+        if late:
+            self._flag_implausible_time(frame, late)
+            return
+        self._shapes.setdefault(device, shape)
         reorder = self._reorder.setdefault(device, ReorderBuffer(self.config.reorder_window_frames))
         late_before = reorder.late
         ready = reorder.push(frame)
@@ -290,8 +312,30 @@ class Analyzer:
             self._add_points([event_point(e) for e in result.events])
             self.counters.events_stored += len(result.events)
 
-    def _queue_frame(self, frame: Frame, max_dog_score: float | None) -> None:
-        self._add_points([level_point(frame, max_dog_score)])
+    def _flag_implausible_time(self, frame: Frame, problem: str) -> None:
+        """Store the frame flagged and unscored: its time cannot be placed (see
+        ``analyzer.plausibility``)."""
+        self.counters.implausible_time += 1
+        seen = self._implausible[frame.device_id] = self._implausible[frame.device_id] + 1
+        if seen == 1 or seen % IMPLAUSIBLE_LOG_EVERY == 0:
+            log.warning(
+                "frame %d from %s: %s; stored with implausible_time=true, not scored "
+                "(%d such frame(s) from this device so far; is its clock synchronised?)",
+                frame.seq,
+                frame.device_id,
+                problem,
+                seen,
+            )
+        self._queue_frame(frame, None, implausible_time=True)
+
+    def _queue_frame(
+        self, frame: Frame, max_dog_score: float | None, implausible_time: bool = False
+    ) -> None:
+        point = level_point(frame, max_dog_score)
+        # Every level point carries the flag, so `WHERE implausible_time = false` keeps the
+        # others (InfluxQL comparisons with a missing field are false).
+        point.field("implausible_time", implausible_time)
+        self._add_points([point])
         self._batch_keys.append((frame.device_id, frame.seq))
 
     def _handle_heartbeat(self, device: str, payload: bytes) -> None:

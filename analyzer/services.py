@@ -5,6 +5,17 @@ directory it is given (a temporary one by default), can be stopped and started a
 same port with the same state (to test outages), and is stopped cleanly by ``close`` or by
 leaving the ``with`` block, also when the code inside raised. A missing binary raises
 :class:`ServiceError` naming the Debian package to install; nothing is ever skipped.
+
+Mosquitto runs in one of two modes, both from ``broker_config/``:
+
+- plain (the default, for most tests and the demo): one loopback listener, anonymous
+  access, plus the shared settings of ``broker_config/barkwatch.conf``;
+- secured (``security=``): exactly the deployment's configuration, rendered from
+  ``broker_config/security.conf.in`` by :func:`analyzer.provision.render_broker_config`
+  with loopback ports: a TLS listener for devices, a loopback listener for the analyzer,
+  passwords and the ACL. :class:`LocalDeployment` provisions the files it needs (CA, server
+  certificate for 127.0.0.1, password file, ACL) in a directory, with the same functions
+  the ``barkwatch ca|broker|device`` commands use.
 """
 
 from __future__ import annotations
@@ -13,6 +24,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -21,12 +33,23 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from analyzer.errors import ServiceError
+from analyzer.provision import (
+    ANALYZER_USER,
+    BROKER_CONFIG_DIR,
+    BrokerFiles,
+    DeviceBundle,
+    add_device,
+    init_broker,
+    init_pki,
+    render_broker_config,
+)
+from sensor.config import MqttSettings
 
 log = logging.getLogger(__name__)
 
-BROKER_CONFIG_DIR = Path(__file__).resolve().parent.parent / "broker_config"
 LOOPBACK = "127.0.0.1"
 
 
@@ -129,29 +152,106 @@ class _ChildService:
 
 
 class Mosquitto(_ChildService):
-    """Mosquitto with ``broker_config/barkwatch.conf`` and a plain loopback listener."""
+    """Mosquitto from ``broker_config/``: plain loopback listener on ``port``, or, with
+    ``security``, the deployment's configuration: TLS for devices on ``tls_port`` and the
+    analyzer's loopback listener on ``port``, both authenticated."""
 
     name = "mosquitto"
 
-    def __init__(self, state_dir: Path, port: int | None = None, extra_config: str = "") -> None:
+    def __init__(
+        self,
+        state_dir: Path,
+        port: int | None = None,
+        extra_config: str = "",
+        security: BrokerFiles | None = None,
+    ) -> None:
         super().__init__(state_dir)
         self.binary = _binary("mosquitto", "mosquitto")
         self.port = port or free_port()
+        self.tls_port: int | None = None
         self.config_path = state_dir / "mosquitto.conf"
-        shared = (BROKER_CONFIG_DIR / "barkwatch.conf").read_text()
-        # As root Mosquitto drops to user 'mosquitto', which could not write this directory.
+        self.pid_file = state_dir / "mosquitto.pid"
+        # As root Mosquitto drops to user 'mosquitto', which could neither write this
+        # directory nor read 0600 files of root's.
         user = "user root\n" if os.geteuid() == 0 else ""
-        self.config_path.write_text(
+        header = (
             f"# written by analyzer.services for a local test or demo broker\n{user}"
-            f"listener {self.port} {LOOPBACK}\nallow_anonymous true\n"
-            f"persistence_location {state_dir}/\n{extra_config}\n{shared}"
+            f"pid_file {self.pid_file}\npersistence_location {state_dir}/\n{extra_config}\n"
         )
+        if security is None:
+            shared = (BROKER_CONFIG_DIR / "barkwatch.conf").read_text()
+            body = f"listener {self.port} {LOOPBACK}\nallow_anonymous true\n{shared}"
+        else:
+            self.tls_port = free_port()
+            body = render_broker_config(security, self.tls_port, LOOPBACK, self.port)
+        self.config_path.write_text(header + body)
 
     def command(self) -> list[str]:
         return [self.binary, "-c", str(self.config_path)]
 
     def ready(self) -> bool:
-        return _port_open(self.port)
+        return _port_open(self.port) and (self.tls_port is None or _port_open(self.tls_port))
+
+    def reload(self) -> None:
+        """SIGHUP: re-read the password file and ACL, keeping other clients connected."""
+        if self.process is None or self.process.poll() is not None:
+            raise ServiceError("mosquitto is not running; nothing to reload")
+        self.process.send_signal(signal.SIGHUP)
+
+
+class LocalDeployment:
+    """A complete secured deployment in one directory, for tests and demos.
+
+    Made with the provisioning functions behind ``barkwatch ca init``, ``broker init`` and
+    ``device add``: a CA, a server certificate for 127.0.0.1 (Python's ``ssl`` matches an
+    address only against IP subject-alternative names), the password file with the
+    analyzer's user, the ACL, and device bundles under ``devices/``.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.pki_dir = root / "pki"
+        self.files = BrokerFiles(root / "broker")
+        self.devices_dir = root / "devices"
+        self.analyzer_password_file = root / "analyzer-mqtt-password"
+        if not self.files.password_file.exists():
+            # Files stay with the current user: the launcher runs Mosquitto as that user.
+            init_pki(self.pki_dir, self.files, [LOOPBACK], broker_user=None)
+            init_broker(
+                self.files,
+                root / "barkwatch.conf",
+                self.analyzer_password_file,
+                broker_user=None,
+                analyzer_owner=None,
+            )
+
+    def add_device(self, device_id: str) -> DeviceBundle:
+        """Provision ``device_id`` (the broker must be reloaded to accept it)."""
+        return add_device(self.files, self.devices_dir, device_id, LOOPBACK, broker_user=None)
+
+    def analyzer_mqtt(self, broker: Mosquitto, **overrides: Any) -> MqttSettings:
+        """The analyzer's settings for ``broker``'s loopback listener."""
+        values: dict[str, Any] = {
+            "host": LOOPBACK,
+            "port": broker.port,
+            "username": ANALYZER_USER,
+            "password_env": "",
+            "password_file": str(self.analyzer_password_file),
+        }
+        return MqttSettings(**{**values, **overrides})
+
+    def device_mqtt(self, device_id: str, broker: Mosquitto, **overrides: Any) -> MqttSettings:
+        """A device's settings for ``broker``'s TLS listener, from its bundle."""
+        bundle = DeviceBundle(self.devices_dir / device_id)
+        values: dict[str, Any] = {
+            "host": LOOPBACK,
+            "port": broker.tls_port,
+            "username": device_id,
+            "password_env": "",
+            "password_file": str(bundle.password_file),
+            "tls_ca": str(bundle.ca_cert),
+        }
+        return MqttSettings(**{**values, **overrides})
 
 
 class InfluxDB(_ChildService):
@@ -195,13 +295,15 @@ class InfluxDB(_ChildService):
 class Services(contextlib.AbstractContextManager["Services"]):
     """Mosquitto and InfluxDB together, state under one directory, stopped on exit."""
 
-    def __init__(self, state_dir: str | Path | None = None) -> None:
+    def __init__(self, state_dir: str | Path | None = None, secure: bool = False) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if state_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="barkwatch-services-")
             state_dir = self._tmp.name
         root = Path(state_dir)
-        self.broker = Mosquitto(root / "mosquitto")
+        self.deployment = LocalDeployment(root / "deployment") if secure else None
+        security = self.deployment.files if self.deployment else None
+        self.broker = Mosquitto(root / "mosquitto", security=security)
         self.influx = InfluxDB(root / "influxdb")
 
     def start(self) -> Services:

@@ -25,7 +25,7 @@ class MqttSettings:
     port: int = setting(1883, "broker port (8883 for TLS)", 1, 65535)
     username: str = setting("", "user name; a device uses its device id")
     password_env: str = setting(
-        "BARKWATCH_MQTT_PASSWORD", "environment variable holding the password"
+        "BARKWATCH_MQTT_PASSWORD", "environment variable holding the password; empty = none"
     )
     password_file: str = setting(
         "", "file holding the password (chmod 600), read when the variable is unset"

@@ -22,18 +22,21 @@ from sensor.capture import FileSource
 from sensor.config import CalibrationSettings, MqttSettings, OutboxSettings, SensorConfig
 from sensor.frames import frames_from_samples
 from sensor.node import run_node
-from sensor.wire import encode_frame, frame_topic
+from sensor.wire import MAX_PAYLOAD_BYTES, encode_frame, frame_topic
 from tests.conftest import sine, wait_until, write_excerpt
 
 BIN = Path(sys.executable).parent
 FULL_SCALE_DB = 100.0
 START_ISO = "2026-06-01T22:00:00+00:00"
 START_NS = 1_780_351_200_000_000_000  # START_ISO in ns
+# Replays here are stamped START_ISO, which may be long past: let the analyzer accept them.
+MAX_FRAME_AGE_S = 315_360_000.0
 
 
 def analyzer_config(services: Services) -> AnalyzerConfig:
     return AnalyzerConfig(
         stats_interval_s=1.0,
+        max_frame_age_s=MAX_FRAME_AGE_S,
         mqtt=MqttSettings(port=services.broker.port, keepalive_s=5, reconnect_max_s=1),
         influx=InfluxSettings(url=services.influx.url, retry_max_s=0.5, timeout_s=2.0),
     )
@@ -71,7 +74,8 @@ def test_replay_through_the_real_commands_stores_one_level_point_per_second_equa
     services: Services, excerpt_20s: Path, tmp_path: Path
 ) -> None:
     (tmp_path / "analyzer.toml").write_text(
-        f'stats_interval_s = 1.0\n[mqtt]\nport = {services.broker.port}\n'
+        f'stats_interval_s = 1.0\nmax_frame_age_s = {MAX_FRAME_AGE_S}\n'
+        f'[mqtt]\nport = {services.broker.port}\n'
         f'[influx]\nurl = "{services.influx.url}"\n'
     )
     (tmp_path / "sensor.toml").write_text(
@@ -133,7 +137,10 @@ def test_malformed_oversized_and_mismatched_frames_are_counted_and_dropped_valid
         wait_until(analyzer.connected.is_set, what="the analyzer to connect")
         topic = frame_topic("dev-a")
         payloads = [encode_frame(f) for f in frames[:5]]
-        payloads += [b"\x93not a frame", os.urandom(100_000), encode_frame(stranger)]
+        # Oversized for the analyzer, yet inside the broker's max_packet_size (which would
+        # disconnect the publisher instead).
+        oversized = os.urandom(MAX_PAYLOAD_BYTES + 100)
+        payloads += [b"\x93not a frame", oversized, encode_frame(stranger)]
         payloads += [encode_frame(f) for f in frames[5:]]
         for payload in payloads:
             publisher.publish(topic, payload, qos=1).wait_for_publish(timeout=10)
