@@ -8,6 +8,7 @@ fields are only ever added. The README documents every field.
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,9 @@ from analyzer.audibility import (
 from analyzer.config import DetectorSettings
 from analyzer.detector import MODEL_VERSION
 from analyzer.events import DogEvent
+from analyzer.evidence import findings_for_events
 from analyzer.pipeline import DevicePipeline
+from analyzer.rules import RuleSettings
 from analyzer.site import InstallationRecord
 from sensor.capture import FileSource
 from sensor.frames import FrameBuilder
@@ -74,6 +77,7 @@ def analyze_file(
     settings: DetectorSettings | None = None,
     site: InstallationRecord | None = None,
     audibility_settings: AudibilitySettings | None = None,
+    rule_settings: RuleSettings | None = None,
 ) -> dict[str, Any]:
     """Analyse one file; return the ``barkwatch.analysis/1`` document.
 
@@ -144,7 +148,11 @@ def analyze_file(
             }
             for e in events
         ],
-        "findings": [],
+        "findings": findings_for_events(
+            events, assessed, [(f.capture_ns, f.end_ns) for f in frames],
+            settings=rule_settings, site=site.address if site is not None else "",
+        ),
+        "rules": asdict(rule_settings or RuleSettings()),
         "audibility": parameters(site, audibility_settings) if site is not None else None,
     }
     if include_frames and frames:
