@@ -84,6 +84,18 @@ def build_parser() -> argparse.ArgumentParser:
     from analyzer.provision_cli import add_parsers
 
     add_parsers(sub)
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="score detection against annotated recordings (precision, recall, F1, PR curve)",
+        description="Analyse every audio file in DIR; NAME.annotations.csv or NAME.csv "
+        "(onset_s,offset_s,label) beside it marks its dog vocalizations, none means no dog. "
+        "Prints a JSON summary; writes summary.json and pr_curve.png to --out.",
+    )
+    evaluate.add_argument("dir", metavar="DIR", help="folder of audio files and annotations")
+    evaluate.add_argument("--out", default="barkwatch-evaluation", help="output folder")
+    evaluate.add_argument("--full-scale-db", type=float, default=120.0, metavar="L",
+                          help="calibration assumed for the files (default 120)")
+    evaluate.add_argument("--config", help="analyzer configuration whose [detector] to use")
     return parser
 
 
@@ -158,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
             return _analyze(args)
         if args.command == "analyzer":
             return _analyzer(args, parser)
+        if args.command == "evaluate":
+            from analyzer.evaluate import run_evaluate
+
+            return run_evaluate(args.dir, args.out, args.full_scale_db, args.config)
         if args.command == "demo":
             from analyzer.demo import run_demo
 

@@ -289,14 +289,14 @@ class Analyzer:
             self._unstored[key].append(ack)
             return
         self._unstored[key] = [ack]
-        late = time_problem(
+        time_issue = time_problem(
             frame.capture_ns,
             time.time_ns(),
             self.config.max_frame_age_s,
             self.config.max_clock_ahead_s,
         )
-        if late:
-            self._flag_implausible_time(frame, late)
+        if time_issue:
+            self._flag_implausible_time(frame, time_issue)
             return
         self._shapes.setdefault(device, shape)
         reorder = self._reorder.setdefault(device, ReorderBuffer(self.config.reorder_window_frames))

@@ -189,11 +189,25 @@ class FramePublisher:
                 self.settings.username,
                 reason,
             )
+            self._reload_password(client)
             return
         self.connects += 1
         log.info("connected to broker %s:%d", self.settings.host, self.settings.port)
         client.publish(status_topic(self.device_id), "online", qos=1, retain=True)
         self._connected.set()
+
+    def _reload_password(self, client: mqtt.Client) -> None:
+        # A rotated password may have been installed since start-up: the next reconnect
+        # attempt uses whatever the environment or password file holds now.
+        if not self.settings.username:
+            return
+        try:
+            password = self.settings.password()
+        except ConfigError as exc:
+            log.error("cannot re-read the MQTT password: %s", exc)
+            return
+        if password:
+            client.username_pw_set(self.settings.username, password)
 
     def _on_disconnect(
         self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any

@@ -83,11 +83,16 @@ def test_replay_through_the_real_commands_stores_one_level_point_per_second_equa
         f"[calibration]\nfull_scale_db = {FULL_SCALE_DB}\n"
         f'[outbox]\npath = "{tmp_path / "outbox.sqlite"}"\n'
     )
-    analyzer = subprocess.Popen(
-        [BIN / "barkwatch", "analyzer", "run", "--config", tmp_path / "analyzer.toml"],
-        stderr=subprocess.PIPE, text=True,
-    )
+    log_path = tmp_path / "analyzer.log"
+    with open(log_path, "w") as log_file:
+        analyzer = subprocess.Popen(
+            [BIN / "barkwatch", "analyzer", "run", "--config", tmp_path / "analyzer.toml"],
+            stderr=log_file, text=True,
+        )
     try:
+        # Its session must exist before the (fast) replay publishes, or those frames have
+        # nobody to be queued for.
+        wait_until(lambda: "analyzer connected" in log_path.read_text(), what="the analyzer")
         sensor = subprocess.run(
             [BIN / "barkwatch-sensor", "run", "--config", tmp_path / "sensor.toml",
              "--input", excerpt_20s, "--pace", "fast", "--start-time", START_ISO],
@@ -97,8 +102,8 @@ def test_replay_through_the_real_commands_stores_one_level_point_per_second_equa
         wait_until(lambda: len(stored_seqs(services, "replay-01")) >= 20, what="20 level points")
     finally:
         analyzer.send_signal(signal.SIGTERM)
-        _, analyzer_log = analyzer.communicate(timeout=60)
-    assert analyzer.returncode == 0, analyzer_log
+        analyzer.wait(timeout=60)
+    assert analyzer.returncode == 0, log_path.read_text()
 
     offline = subprocess.run(
         [BIN / "barkwatch", "analyze", excerpt_20s, "--include-frames",

@@ -9,7 +9,8 @@ import pytest
 
 from analyzer import services as services_module
 from analyzer.errors import ServiceError
-from analyzer.services import Mosquitto, Services
+from analyzer.provision import BROKER_CONFIG_DIR, render_broker_config
+from analyzer.services import LocalDeployment, Mosquitto, Services
 
 
 def _answers(port: int) -> bool:
@@ -58,3 +59,20 @@ def test_broken_config_reports_the_log(tmp_path: Path) -> None:
     broker.config_path.write_text("no_such_option 1\n")
     with pytest.raises(ServiceError, match="exited with status"):
         broker.start()
+
+
+def test_plain_and_secured_brokers_share_broker_config_and_the_secured_one_is_the_deployments(
+    tmp_path: Path,
+) -> None:
+    shared = (BROKER_CONFIG_DIR / "barkwatch.conf").read_text()
+    plain = Mosquitto(tmp_path / "plain")
+    assert shared in plain.config_path.read_text()
+    deployment = LocalDeployment(tmp_path / "deployment")
+    secured = Mosquitto(tmp_path / "secured", security=deployment.files)
+    assert secured.tls_port is not None
+    rendered = render_broker_config(deployment.files, secured.tls_port, "127.0.0.1", secured.port)
+    assert secured.config_path.read_text().endswith(rendered)
+    with Services(tmp_path / "services", secure=True) as running:
+        assert running.broker.tls_port is not None
+        assert _answers(running.broker.port) and _answers(running.broker.tls_port)
+        assert running.broker.pid_file.read_text().strip() == str(running.broker.process.pid)

@@ -1,0 +1,89 @@
+"""Checks a decoded frame against what a Barkwatch sensor can actually send.
+
+:func:`sensor.wire.decode_frame` already checks every field's presence, type, range and array
+size. The analyzer trusts no payload beyond that, so before a frame is scored or stored it
+also has to be consistent with itself, with the device's earlier frames and with the clock:
+
+- :func:`frame_problem` (drop and count as ``malformed``): the calibration is one a sensor
+  can be configured with, the band levels lie within the IEC 61260-1 bands the schema names
+  and below the Nyquist frequency, and the short-time series covers the frame's duration.
+- :func:`shape_problem` (drop, ``malformed``): the mel band count and step size equal those
+  of the device's first frame (the detector's state is built for them).
+- :func:`time_problem` (store flagged, ``implausible_time``): the capture time lies within
+  ``max_frame_age_s`` before and ``max_clock_ahead_s`` after the analyzer's clock.
+
+Why an implausible time is stored flagged rather than dropped: a sensor whose clock failed
+(a Raspberry Pi has no battery-backed clock; one that boots without network can read 1970 or
+last week) still measured real sound, and that record should survive for review. But its time
+cannot be trusted, and rules judge by capture time, so the frame is not scored: it yields no
+dog events, and its ``level`` point carries ``implausible_time = true`` (every other point
+has ``false``) so evidence queries exclude it with ``WHERE implausible_time = false``. A
+frame can legitimately be old only as long as the sensor's outbox (3 days by default) or the
+broker's queue (about 40 sensor-hours) can hold it, hence the 7-day default. Replaying an old
+recording through the live path needs a larger ``max_frame_age_s``; ``barkwatch analyze``
+needs none.
+"""
+
+from __future__ import annotations
+
+import math
+
+from sensor.wire import Frame
+
+FULL_SCALE_DB_RANGE = (60.0, 200.0)  # the sensor's calibration.full_scale_db bounds
+LAST_BAND_INDEX = 13  # IEC 61260-1 base-10 band x = 13: 20 kHz, the last the schema names
+NS_PER_S = 1_000_000_000
+
+
+def band_centre_hz(index: int) -> float:
+    """Exact mid-band frequency of IEC 61260-1 base-10 band ``index`` (x), Hz."""
+    return 1000.0 * 10.0 ** (index / 10.0)
+
+
+def frame_problem(frame: Frame) -> str | None:
+    """What makes ``frame`` impossible for a sensor to have sent, or None."""
+    low, high = FULL_SCALE_DB_RANGE
+    if not math.isfinite(frame.full_scale_db) or not low <= frame.full_scale_db <= high:
+        return f"field 'fs_db': calibration {frame.full_scale_db} dB is outside {low}..{high} dB"
+    last_band = frame.band_first_index + len(frame.bands_db) - 1
+    if last_band > LAST_BAND_INDEX:
+        return (
+            f"fields 'b0'/'bands': bands {frame.band_first_index}..{last_band} run past the "
+            f"last IEC 61260-1 band index {LAST_BAND_INDEX}"
+        )
+    if band_centre_hz(last_band) >= frame.sample_rate / 2:
+        return (
+            f"fields 'b0'/'bands': band {last_band} ({band_centre_hz(last_band):.0f} Hz) is not "
+            f"below the Nyquist frequency of {frame.sample_rate} Hz"
+        )
+    covered_s = len(frame.laeq_steps_db) * frame.hop_s
+    if abs(covered_s - frame.duration_s) > frame.hop_s:
+        return (
+            f"fields 'laeq_s'/'hop': {len(frame.laeq_steps_db)} steps of {frame.hop_s} s cover "
+            f"{covered_s:.3f} s, but the frame lasts {frame.duration_s:.3f} s"
+        )
+    return None
+
+
+def shape_problem(frame: Frame, expected: tuple[int, float]) -> str | None:
+    """Whether ``frame``'s (mel bands, step s) differ from the device's ``expected`` ones."""
+    shape = (int(frame.mel_db.shape[1]), float(frame.hop_s))
+    if shape[0] != expected[0] or not math.isclose(shape[1], expected[1], rel_tol=1e-9):
+        return (
+            f"fields 'mels'/'hop': {shape[0]} mel bands every {shape[1]} s, but this device's "
+            f"first frame had {expected[0]} every {expected[1]} s"
+        )
+    return None
+
+
+def time_problem(
+    capture_ns: int, now_ns: int, max_age_s: float, max_ahead_s: float
+) -> str | None:
+    """Why capture time ``capture_ns`` is implausible at ``now_ns`` (both ns since the epoch,
+    UTC), or None when it lies in [now - max_age_s, now + max_ahead_s]."""
+    offset_s = (capture_ns - now_ns) / NS_PER_S
+    if offset_s > max_ahead_s:
+        return f"capture time is {offset_s:.0f} s ahead of the analyzer's clock"
+    if -offset_s > max_age_s:
+        return f"capture time is {-offset_s / 86400:.1f} days old"
+    return None

@@ -1,0 +1,108 @@
+"""The analyzer trusts no payload: inconsistent frames are dropped, implausible capture times
+are stored flagged and unscored (see analyzer/plausibility.py for the decision)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import paho.mqtt.client as mqtt
+import pytest
+
+from analyzer.config import AnalyzerConfig, InfluxSettings
+from analyzer.influx import InfluxClient
+from analyzer.plausibility import frame_problem, shape_problem, time_problem
+from analyzer.service import Analyzer
+from analyzer.services import Services
+from sensor.config import MqttSettings
+from sensor.frames import frames_from_samples
+from sensor.wire import Frame, encode_frame, frame_topic
+from tests.conftest import sine, wait_until
+
+DAY_S = 86400.0
+NOW_NS = 1_790_000_000_000_000_000
+
+
+def _frames(count: int, start_ns: int, device: str = "dev-p") -> list[Frame]:
+    return list(frames_from_samples(sine(1000.0, 0.1, float(count), 48000), 48000, 100.0,
+                                    device_id=device, start_ns=start_ns))
+
+
+FRAME = _frames(1, NOW_NS)[0]
+
+
+@pytest.mark.parametrize(
+    ("offset_s", "problem"),
+    [(0.0, None), (-7 * DAY_S + 1, None), (299.0, None),
+     (301.0, "301 s ahead of the analyzer's clock"), (-8 * DAY_S, "8.0 days old"),
+     (-NOW_NS / 1e9, "days old")],
+)
+def test_capture_time_must_lie_within_the_window_around_the_analyzers_clock(
+    offset_s: float, problem: str | None
+) -> None:
+    found = time_problem(NOW_NS + round(offset_s * 1e9), NOW_NS, 7 * DAY_S, 300.0)
+    assert found == problem if problem is None else problem in (found or "")
+
+
+def test_a_sensors_own_frame_is_consistent() -> None:
+    assert frame_problem(FRAME) is None
+    assert shape_problem(FRAME, (FRAME.mel_db.shape[1], FRAME.hop_s)) is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [({"full_scale_db": float("nan")}, "'fs_db'"),
+     ({"full_scale_db": 20.0}, "'fs_db'"),
+     ({"band_first_index": 0}, "past the last IEC 61260-1 band"),
+     ({"sample_rate": 16000, "n_samples": 16000}, "Nyquist"),
+     ({"hop_s": 0.05}, "cover"),
+     ({"n_samples": 96000}, "cover")],
+)
+def test_an_inconsistent_frame_is_named(changes: dict[str, object], named: str) -> None:
+    assert named in (frame_problem(dataclasses.replace(FRAME, **changes)) or "")  # type: ignore[arg-type]
+
+
+def test_a_change_of_mel_layout_within_a_device_is_named() -> None:
+    assert "first frame had 32" in (shape_problem(FRAME, (32, 0.02)) or "")
+
+
+def test_implausible_times_are_stored_flagged_and_unscored_inconsistent_frames_dropped(
+    services: Services,
+) -> None:
+    now_ns = time.time_ns()
+    good = _frames(4, now_ns - 10 * 10**9)
+    future = _frames(1, now_ns + round(DAY_S * 1e9))[0]
+    epoch = _frames(1, 0)[0]  # a Raspberry Pi that booted without a clock
+    bad_bands = dataclasses.replace(good[0], seq=50, band_first_index=5)
+    bad_mels = dataclasses.replace(good[0], seq=51, mel_db=np.zeros((50, 16), np.float32))
+    payloads = [encode_frame(f) for f in good[:2]]
+    payloads += [encode_frame(dataclasses.replace(future, seq=20)),
+                 encode_frame(dataclasses.replace(epoch, seq=21)),
+                 encode_frame(bad_bands), encode_frame(bad_mels)]
+    payloads += [encode_frame(f) for f in good[2:]]
+    analyzer = Analyzer(AnalyzerConfig(
+        mqtt=MqttSettings(port=services.broker.port, keepalive_s=5, reconnect_max_s=1),
+        influx=InfluxSettings(url=services.influx.url, retry_max_s=0.5, timeout_s=2.0),
+    ))
+    analyzer.start()
+    publisher = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2)
+    publisher.connect("127.0.0.1", services.broker.port)
+    publisher.loop_start()
+    try:
+        wait_until(analyzer.connected.is_set, what="the analyzer to connect")
+        for payload in payloads:
+            publisher.publish(frame_topic("dev-p"), payload, qos=1).wait_for_publish(timeout=10)
+        wait_until(lambda: analyzer.counters.frames_stored == 6, what="6 stored frames")
+    finally:
+        publisher.disconnect()
+        publisher.loop_stop()
+        analyzer.stop()
+    assert (analyzer.counters.implausible_time, analyzer.counters.malformed) == (2, 2)
+    series = InfluxClient(InfluxSettings(url=services.influx.url)).query(
+        "SELECT seq, implausible_time, max_dog_score FROM level WHERE device = 'dev-p'"
+    )[0]["values"]
+    rows = {seq: (flag, score) for _, seq, flag, score in series}
+    assert sorted(rows) == [0, 1, 2, 3, 20, 21]
+    assert all(rows[seq][0] is False and rows[seq][1] is not None for seq in range(4))
+    assert rows[20] == rows[21] == (True, None)
