@@ -62,6 +62,17 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="L",
         help="calibration: a signal whose RMS is digital full scale reads L dB SPL (default 120)",
     )
+    analyze.add_argument(
+        "--site",
+        metavar="FILE",
+        help="installation record (barkwatch site create): adds the level 100 ft beyond the "
+        "premises boundary and the plainly-audible decision to every event",
+    )
+    analyze.add_argument(
+        "--config",
+        metavar="FILE",
+        help="analyzer configuration whose [detector], [audibility] and [rules] to use",
+    )
 
     service = sub.add_parser("analyzer", help="the live analyzer service")
     service_sub = service.add_subparsers(dest="action")
@@ -81,9 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the services up after the replay until Ctrl-C",
     )
 
+    from analyzer.findings_cli import add_findings_parser
     from analyzer.provision_cli import add_parsers
+    from analyzer.site_cli import add_site_parser
 
     add_parsers(sub)
+    add_site_parser(sub)
+    add_findings_parser(sub)
     evaluate = sub.add_parser(
         "evaluate",
         help="score detection against annotated recordings (precision, recall, F1, PR curve)",
@@ -100,12 +115,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    from analyzer.config import AnalyzerConfig, load_analyzer_config
     from analyzer.offline import analyze_file
+    from analyzer.site import load_site
 
+    config = load_analyzer_config(args.config) if args.config else AnalyzerConfig()
+    site = load_site(args.site) if args.site else None
     failures = 0
     for path in args.files:
         try:
-            document = analyze_file(path, args.full_scale_db, args.include_frames)
+            document = analyze_file(
+                path, args.full_scale_db, args.include_frames, config.detector, site,
+                config.audibility, config.rules,
+            )
         except SensorError as exc:
             print(f"barkwatch: error: {exc}", file=sys.stderr)
             failures += 1
@@ -178,6 +200,14 @@ def main(argv: list[str] | None = None) -> int:
             from analyzer.demo import run_demo
 
             return run_demo(args.input, keep_running=args.keep_running)
+        if args.command == "site":
+            from analyzer.site_cli import run_site
+
+            return run_site(args)
+        if args.command == "findings":
+            from analyzer.findings_cli import run_findings
+
+            return run_findings(args)
         if args.command in ("ca", "broker", "device"):
             from analyzer.provision_cli import run
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from analyzer.audibility import AudibilitySettings
+from analyzer.rules import RuleSettings
 from sensor.config import MqttSettings
 from sensor.configfile import describe, load, setting
 from sensor.wire import MAX_PAYLOAD_BYTES
@@ -73,6 +75,12 @@ class AnalyzerConfig:
     mqtt: MqttSettings = setting(MqttSettings(), "broker")
     influx: InfluxSettings = setting(InfluxSettings(), "database")
     detector: DetectorSettings = setting(DetectorSettings(), "detector")
+    audibility: AudibilitySettings = setting(AudibilitySettings(), "level at 100 ft, audibility")
+    rules: RuleSettings = setting(RuleSettings(), "ordinance rules")
+    sites_dir: str = setting(
+        "", "folder of installation records, one DEVICE.toml per device (barkwatch site create); "
+        "empty: no audibility decisions"
+    )
 
 
 def load_analyzer_config(path: str) -> AnalyzerConfig:

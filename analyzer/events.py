@@ -1,5 +1,10 @@
 """Per-step dog scores become events: hysteresis, a minimum duration and a merge gap.
 
+The scores arrive already smoothed (``smoothing_s``, a centred moving average in
+``analyzer.classifier``). An event opens when a score reaches ``on_threshold`` and closes when
+it falls below ``off_threshold``; events closer than ``merge_gap_s`` become one; events
+shorter than ``min_duration_s`` are dropped. The confidence of an event is its peak score.
+
 Pure logic over arrays; times are capture times in ns so that live and offline analysis
 give the same events for the same frames.
 """
@@ -7,10 +12,12 @@ give the same events for the same frames.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from analyzer.config import DetectorSettings
+if TYPE_CHECKING:  # annotations only: analyzer.config imports modules that import this one
+    from analyzer.config import DetectorSettings
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,8 @@ class EventTracker:
         done: list[DogEvent] = []
         hop_ns = round(hop_s * 1e9)
         s = self.settings
+        if self._current is None and self._held is None and not np.any(scores >= s.on_threshold):
+            return done  # nothing open and nothing opens: the common case, without a loop
         for i, score in enumerate(scores):
             t0 = start_ns + i * hop_ns
             t1 = t0 + hop_ns

@@ -22,25 +22,28 @@ import threading
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
 from influxdb_client import Point
 
 from analyzer.config import AnalyzerConfig
+from analyzer.device import DeviceAnalysis
 from analyzer.errors import AnalyzerError, InfluxRejected, InfluxUnavailable
+from analyzer.evidence import EvidenceChain
 from analyzer.influx import (
     InfluxClient,
-    event_point,
     health_point,
     level_point,
     stats_point,
     status_point,
     write_with_retry,
 )
-from analyzer.pipeline import DevicePipeline, ReorderBuffer
+from analyzer.pipeline import ReorderBuffer
 from analyzer.plausibility import frame_problem, shape_problem, time_problem
-from sensor.errors import WireError
+from analyzer.site import load_site
+from sensor.errors import ConfigError, WireError
 from sensor.publisher import connect_async, make_client
 from sensor.wire import TOPIC_ROOT, Frame, decode_frame, device_from_topic
 
@@ -63,6 +66,7 @@ class AnalyzerCounters:
     received: int = 0
     frames_stored: int = 0
     events_stored: int = 0
+    findings_stored: int = 0
     duplicates: int = 0
     malformed: int = 0
     oversize: int = 0
@@ -110,7 +114,8 @@ class Analyzer:
         self.connected = threading.Event()
         self._inbox: queue.Queue[tuple[int, mqtt.MQTTMessage]] = queue.Queue()
         self._generation = 0
-        self._pipelines: dict[str, DevicePipeline] = {}
+        self._devices: dict[str, DeviceAnalysis] = {}
+        self._chain = EvidenceChain()
         self._reorder: dict[str, ReorderBuffer] = {}
         self._stored = _StoredSeqs(STORED_SEQS_PER_DEVICE)
         self._shapes: dict[str, tuple[int, float]] = {}  # device -> (mel bands, step s)
@@ -305,12 +310,38 @@ class Analyzer:
         if reorder.late > late_before:  # older than what was already scored: store unscored
             self.counters.late_frames += 1
             self._queue_frame(frame, None)
-        pipeline = self._pipelines.setdefault(device, DevicePipeline(device, self.config.detector))
+        analysis = self._devices.get(device)
+        if analysis is None and ready:
+            analysis = self._devices[device] = self._new_device(device, ready[0].capture_ns)
         for ordered in ready:
-            result = pipeline.feed(ordered)
-            self._queue_frame(ordered, result.max_dog_score)
-            self._add_points([event_point(e) for e in result.events])
-            self.counters.events_stored += len(result.events)
+            assert analysis is not None
+            output = analysis.feed(ordered)
+            self._queue_frame(ordered, output.max_dog_score)
+            self._add_points(output.points)
+            self.counters.events_stored += output.events
+            self.counters.findings_stored += output.findings
+            for topic, message in output.messages:
+                self.client.publish(topic, json.dumps(message, sort_keys=True), qos=1,
+                                    retain=True)
+
+    def _new_device(self, device: str, first_frame_ns: int) -> DeviceAnalysis:
+        """Analysis state of a device seen for the first time since start-up."""
+        site = None
+        if self.config.sites_dir:
+            path = Path(self.config.sites_dir) / f"{device}.toml"
+            if path.exists():
+                try:
+                    site = load_site(path)
+                except ConfigError as exc:
+                    log.error("installation record %s is unusable (%s): %s's events get no "
+                              "audibility decision", path, exc, device)
+            else:
+                log.warning("no installation record %s: %s's events get no audibility "
+                            "decision", path, device)
+        self._chain.sites[device] = site.address if site is not None else ""
+        analysis = DeviceAnalysis(device, self.config, site, self._chain)
+        analysis.prime(self.influx, first_frame_ns)
+        return analysis
 
     def _flag_implausible_time(self, frame: Frame, problem: str) -> None:
         """Store the frame flagged and unscored: its time cannot be placed (see

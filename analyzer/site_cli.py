@@ -9,7 +9,7 @@ from analyzer.site import load_site, site_template
 from sensor.errors import ConfigError
 
 
-def add_site_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_site_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``site create|show|validate``."""
     site = subparsers.add_parser(
         "site", help="installation records: where the dog, the sensor and the boundary are",
