@@ -170,6 +170,7 @@ HEALTH_FIELDS: Mapping[str, type] = {
     "outbox_evicted": int,
     "published": int,
     "acknowledged": int,
+    "denied": int,
     "inflight": int,
     "connects": int,
     "clock_synchronised": bool,
