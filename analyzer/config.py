@@ -46,11 +46,11 @@ class DetectorSettings:
         0.1, "centred moving average of step scores, s (adds half of it to the delay)", 0.0, 2.0
     )
     min_band_level_db: float = setting(
-        0.0, "steps whose loudest mel band (within 0.25 s) is below this, dB SPL, score 0",
+        0.0, "steps whose loudest mel band (within 0.5 s window) is below this, dB SPL, score 0",
         -100.0, 100.0,
     )
-    on_threshold: float = setting(0.6, "score that opens an event", 0.0, 1.0)
-    off_threshold: float = setting(0.4, "score below which an event closes", 0.0, 1.0)
+    on_threshold: float = setting(0.9, "score that opens an event", 0.0, 1.0)
+    off_threshold: float = setting(0.7, "score below which an event closes", 0.0, 1.0)
     min_duration_s: float = setting(0.1, "shortest event kept, s", 0.0, 10.0)
     merge_gap_s: float = setting(0.5, "events closer than this merge, s", 0.0, 30.0)
 

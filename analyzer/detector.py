@@ -12,8 +12,6 @@ from __future__ import annotations
 from analyzer.classifier import DogClassifier, cached_model
 from analyzer.config import DetectorSettings
 
-__all__ = ["MODEL_VERSION", "make_scorer", "model_version"]
-
 
 def make_scorer(settings: DetectorSettings, hop_s: float) -> DogClassifier:
     """A fresh per-device scorer for frames whose mel rows are ``hop_s`` apart."""

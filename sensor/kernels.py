@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit
 from scipy import signal
 
+
 def _load_private_sosfilt() -> Callable[..., None] | None:
     try:  # the C loop behind scipy.signal.sosfilt, without ~40 µs of argument checking a call
         from scipy.signal._sosfilt import _sosfilt

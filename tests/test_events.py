@@ -15,6 +15,7 @@ HOP_NS = 20_000_000
 
 
 def _events(scores: list[float], **settings: float) -> list:
+    settings = {"on_threshold": 0.6, "off_threshold": 0.4, **settings}
     tracker = EventTracker("dev-1", DetectorSettings(**settings), "test")
     levels = np.full(len(scores), 60.0)
     return tracker.feed(0, HOP_S, np.array(scores), levels, levels) + tracker.flush()
@@ -39,7 +40,8 @@ def test_events_shorter_than_the_minimum_are_dropped() -> None:
 
 
 def test_event_level_is_the_energy_mean_and_maximum() -> None:
-    tracker = EventTracker("dev-1", DetectorSettings(merge_gap_s=0.0, min_duration_s=0.0), "t")
+    tracker = EventTracker("dev-1", DetectorSettings(on_threshold=0.6, off_threshold=0.4,
+                                                     merge_gap_s=0.0, min_duration_s=0.0), "t")
     laeq = np.array([50.0, 60.0, 60.0, 50.0])
     laf = np.array([51.0, 63.0, 62.0, 52.0])
     events = tracker.feed(0, HOP_S, np.array([0.1, 0.9, 0.9, 0.1]), laeq, laf) + tracker.flush()

@@ -1,0 +1,98 @@
+"""``barkwatch evaluate``: metric definitions with known answers, and the command on fixtures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import soundfile
+
+from analyzer.cli import main
+from analyzer.evaluate import (
+    FileResult,
+    average_precision,
+    event_counts,
+    false_alarms,
+    read_annotations,
+    segment_counts,
+    summarise,
+    union_length_s,
+)
+from tests.conftest import write_excerpt
+
+
+def test_segment_counts_mark_every_overlapped_second() -> None:
+    # Reference 1.5-2.5 s covers segments 1 and 2; estimate 2.2-3.1 s covers 2 and 3.
+    counts = segment_counts([(1.5, 2.5)], [(2.2, 3.1)], duration_s=5.0)
+    assert (counts.tp, counts.fp, counts.fn) == (1, 1, 1)
+
+
+def test_event_onsets_match_within_the_collar_once_each() -> None:
+    reference = [(1.0, 2.0), (5.0, 6.0), (9.0, 9.5)]
+    estimated = [(1.2, 2.5), (1.25, 1.9), (5.4, 6.0)]  # second one late duplicate, third late
+    counts = event_counts(reference, estimated, collar_s=0.25)
+    assert (counts.tp, counts.fp, counts.fn) == (1, 2, 2)
+    assert counts.summary()["precision"] == round(1 / 3, 4)
+    assert counts.summary()["recall"] == round(1 / 3, 4)
+
+
+def test_false_alarms_are_estimates_overlapping_no_reference() -> None:
+    assert false_alarms([(1.0, 2.0)], [(1.5, 3.0), (4.0, 4.5), (7.0, 8.0)]) == 2
+    assert union_length_s([(1.0, 2.0), (1.5, 3.0), (9.0, 12.0)], duration_s=10.0) == 3.0
+
+
+def test_average_precision_of_a_perfect_and_an_inverted_ranking() -> None:
+    labels = np.array([True, True, False, False])
+    assert average_precision(labels, np.array([0.9, 0.8, 0.2, 0.1])) == 1.0
+    # Inverted: positives ranked last; precision at recall 0.5 is 1/3, at 1.0 is 2/4.
+    assert abs(average_precision(labels, np.array([0.1, 0.2, 0.8, 0.9])) - (0.5 / 3 + 0.25)) < 1e-9
+
+
+def test_summary_counts_false_alarms_per_hour_of_non_dog_audio() -> None:
+    dog = FileResult("a", 10.0, [(2.0, 4.0)], [(2.1, 3.9), (7.0, 7.5)], np.zeros(10))
+    quiet = FileResult("b", 3600.0, [], [(10.0, 11.0)], np.zeros(3600))
+    summary, _ = summarise([dog, quiet], segment_s=1.0, collar_s=0.25)
+    assert summary["false_alarms"] == 2
+    assert summary["non_dog_hours"] == round((8.0 + 3600.0) / 3600, 5)
+    assert summary["unannotated_false_alarms_per_hour"] == 1.0
+    assert summary["event_based"]["tp"] == 1 and summary["event_based"]["fp"] == 2
+
+
+def test_annotation_rows_labelled_not_dog_are_not_references(tmp_path: Path) -> None:
+    csv_path = tmp_path / "x.csv"
+    csv_path.write_text("onset_s,offset_s,label\n3.0,4.0,dog\n1.0,2.0,not_dog\n")
+    assert read_annotations(csv_path) == [(3.0, 4.0)]
+
+
+def test_evaluate_command_on_a_tiny_fixture_set(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    # 20 s of the demo recording (70-90 s) with its two annotated bark spans, shifted.
+    write_excerpt(data / "barks.wav", 70.0, 20.0)
+    (data / "barks.annotations.csv").write_text(
+        "onset_s,offset_s,label\n4.365,5.575,dog\n12.746,16.616,dog\n"
+    )
+    # Ten seconds of a quiet room (low noise, seeded) without annotations: no dog.
+    noise = np.random.default_rng(3).standard_normal(160000) * 1e-3
+    soundfile.write(data / "quiet.wav", noise, 16000, subtype="FLOAT")
+    out = tmp_path / "out"
+    assert main(["evaluate", str(data), "--out", str(out), "--full-scale-db", "100"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    summary = json.loads((out / "summary.json").read_text())
+    assert (out / "pr_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert printed["files"] == summary["files"] == 2
+    assert summary["duration_s"] == 30.0
+    assert summary["model_version"].startswith("dog-mlp")
+    # Known from the annotations alone: 2 + 5 dog segments, 2 reference events, and the
+    # non-dog time is 30 s minus the two spans.
+    assert summary["segment_based"]["tp"] + summary["segment_based"]["fn"] == 7
+    assert summary["event_based"]["tp"] + summary["event_based"]["fn"] == 2
+    assert summary["non_dog_hours"] == round((30.0 - 1.21 - 3.87) / 3600, 5)
+    assert summary["unannotated_hours"] == round(10.0 / 3600, 5)
+    # Known answers of the bundled model: both bark spans found at their onsets, nothing
+    # in the quiet room, at most the two pauses inside the long span missed.
+    assert summary["event_based"]["recall"] == 1.0
+    assert summary["unannotated_false_alarms"] == 0
+    assert summary["segment_based"]["fn"] <= 2
+    assert summary["segment_average_precision"] >= 0.8
