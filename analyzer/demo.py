@@ -17,6 +17,7 @@ from pathlib import Path
 from analyzer.config import AnalyzerConfig, InfluxSettings
 from analyzer.service import Analyzer
 from analyzer.services import Services
+from analyzer.site import site_template
 from sensor.capture import FileSource
 from sensor.config import CalibrationSettings, MqttSettings, OutboxSettings, SensorConfig
 from sensor.node import run_node
@@ -43,9 +44,16 @@ def run_demo(recording: str | None = None, keep_running: bool = False) -> int:
             f"influxdb at {services.influx.url}"
         )
         mqtt_settings = MqttSettings(host="127.0.0.1", port=services.broker.port)
+        sites = Path(workdir.name) / "sites"
+        sites.mkdir()
+        (sites / f"{DEMO_DEVICE}.toml").write_text(site_template(
+            DEMO_DEVICE, address="(demo) 1 Example St", dog_location="back yard",
+            source_to_sensor_m=8.0, source_to_boundary_m=12.0, ground="mixed",
+        ))
         analyzer = Analyzer(
             AnalyzerConfig(
                 mqtt=mqtt_settings,
+                sites_dir=str(sites),
                 influx=InfluxSettings(url=services.influx.url, database="barkwatch"),
             )
         )
@@ -81,21 +89,29 @@ def run_demo(recording: str | None = None, keep_running: bool = False) -> int:
             f"({source.duration_s / elapsed:.1f}x real time)"
         )
         events = analyzer.influx.query(
-            f"SELECT duration_s, confidence, laeq_db, lafmax_db FROM dog_event "
-            f"WHERE device = '{DEMO_DEVICE}'"
+            f"SELECT duration_s, confidence, laeq_db, level_at_100ft_db, plainly_audible "
+            f"FROM dog_event WHERE device = '{DEMO_DEVICE}'"
         )
         rows = events[0]["values"] if events else []
         _say(
-            f"[4/4] {len(rows)} dog-vocalization event(s) stored "
-            f"(first, simple detector: {analyzer.counters.events_stored} events):"
+            f"[4/4] {len(rows)} dog-vocalization event(s) stored (the classifier is not yet "
+            "reliable: see models/MODEL_CARD.md); dog 8 m from the sensor, boundary 12 m:"
         )
-        for time_ns, duration_s, confidence, laeq_db, lafmax_db in rows:
+        for time_ns, duration_s, confidence, laeq_db, at_100ft, audible in rows:
             offset_s = (time_ns - start_ns) / 1e9
             moment = datetime.fromtimestamp(time_ns / 1e9, UTC).strftime("%H:%M:%S.%f")
+            distant = "     -" if at_100ft is None else f"{at_100ft:5.1f}"
             _say(
                 f"      {moment[:-3]} UTC (+{offset_s:6.2f} s)  {duration_s:5.2f} s  "
-                f"conf {confidence:.2f}  LAeq {laeq_db:5.1f} dB  LAFmax {lafmax_db:5.1f} dB"
+                f"conf {confidence:.2f}  LAeq {laeq_db:5.1f} dB  at 100 ft {distant} dB"
+                f"{'  plainly audible' if audible else ''}"
             )
+        windows = analyzer.influx.query(
+            f"SELECT rule, duration_s FROM evidence_window WHERE device = '{DEMO_DEVICE}'")
+        found = windows[0]["values"] if windows else []
+        _say(f"      ordinance findings: {len(found) or 'none'} (150 s of audio cannot hold "
+             "a 7-minute episode or a 1-hour stretch)" if not found else
+             f"      ordinance findings: {[(r[1], round(r[2])) for r in found]}")
         _say(
             "\nLook at it yourself (InfluxQL, database 'barkwatch'):\n"
             f"  curl -G {services.influx.url}/query --data-urlencode db=barkwatch "

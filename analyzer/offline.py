@@ -20,7 +20,6 @@ from analyzer.audibility import (
     parameters,
 )
 from analyzer.config import DetectorSettings
-from analyzer.detector import MODEL_VERSION
 from analyzer.events import DogEvent
 from analyzer.evidence import findings_for_events
 from analyzer.pipeline import DevicePipeline
@@ -128,7 +127,7 @@ def analyze_file(
     document: dict[str, Any] = {
         "schema": SCHEMA,
         "software_version": __version__,
-        "model_version": MODEL_VERSION,
+        "model_version": pipeline.model_version,
         "file": str(path),
         "duration_s": _round(source.duration_s, 3),
         "sample_rate": source.sample_rate,
