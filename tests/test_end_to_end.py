@@ -17,7 +17,7 @@ import paho.mqtt.client as mqtt
 from analyzer.config import AnalyzerConfig, InfluxSettings
 from analyzer.influx import InfluxClient, band_field
 from analyzer.service import Analyzer
-from analyzer.services import Services
+from analyzer.services import InfluxDB, Mosquitto, Services
 from sensor.capture import FileSource
 from sensor.config import CalibrationSettings, MqttSettings, OutboxSettings, SensorConfig
 from sensor.frames import frames_from_samples
@@ -161,47 +161,41 @@ def test_malformed_oversized_and_mismatched_frames_are_counted_and_dropped_valid
     assert stored_seqs(services, "dev-b") == []
 
 
-def test_broker_outage_in_the_middle_of_a_replay_loses_no_frame(
-    services: Services, tmp_path: Path
-) -> None:
+def _replay_across_an_outage(services: Services, tmp_path: Path, device: str,
+                             service: Mosquitto | InfluxDB) -> Analyzer:
+    """Replay 30 s at 5x real time and stop ``service`` for 3 s once 5 frames are stored."""
     recording = write_excerpt(tmp_path / "thirty.wav", 60.0, 30.0)
     analyzer = Analyzer(analyzer_config(services))
     analyzer.start()
     try:
         wait_until(analyzer.connected.is_set, what="the analyzer to connect")
-        node = replay_in_thread(sensor_config(services, tmp_path / "ob.sqlite", "outage-b"),
+        node = replay_in_thread(sensor_config(services, tmp_path / "o.sqlite", device),
                                 recording, speed=5.0)
         wait_until(lambda: analyzer.counters.frames_stored >= 5, what="5 stored frames")
-        services.broker.stop()
-        time.sleep(3.0)  # the outage: the sensor keeps measuring into its outbox
-        services.broker.start()
+        service.stop()
+        time.sleep(3.0)  # the outage
+        service.start()
         node.join(timeout=240)
         assert not node.is_alive()
-        wait_until(lambda: len(stored_seqs(services, "outage-b")) >= 30, what="30 frames")
+        wait_until(lambda: len(stored_seqs(services, device)) >= 30, what="30 frames")
     finally:
         analyzer.stop()
+    return analyzer
+
+
+def test_broker_outage_in_the_middle_of_a_replay_loses_no_frame(
+    services: Services, tmp_path: Path
+) -> None:
+    # The sensor keeps measuring into its outbox while the broker is away.
+    _replay_across_an_outage(services, tmp_path, "outage-b", services.broker)
     assert stored_seqs(services, "outage-b") == list(range(30))
 
 
 def test_influxdb_outage_while_the_analyzer_runs_loses_no_frame(
     services: Services, tmp_path: Path
 ) -> None:
-    recording = write_excerpt(tmp_path / "thirty.wav", 90.0, 30.0)
-    analyzer = Analyzer(analyzer_config(services))
-    analyzer.start()
-    try:
-        wait_until(analyzer.connected.is_set, what="the analyzer to connect")
-        node = replay_in_thread(sensor_config(services, tmp_path / "oi.sqlite", "outage-i"),
-                                recording, speed=5.0)
-        wait_until(lambda: analyzer.counters.frames_stored >= 5, what="5 stored frames")
-        services.influx.stop()
-        time.sleep(3.0)  # the outage: frames wait unacknowledged at the broker
-        services.influx.start()
-        node.join(timeout=240)
-        assert not node.is_alive()
-        wait_until(lambda: analyzer.counters.frames_stored >= 30, what="30 stored frames")
-    finally:
-        analyzer.stop()
+    # Frames wait unacknowledged at the broker while InfluxDB is away.
+    analyzer = _replay_across_an_outage(services, tmp_path, "outage-i", services.influx)
     assert analyzer.counters.influx_retries > 0
     assert stored_seqs(services, "outage-i") == list(range(30))
 
