@@ -9,7 +9,8 @@
 2. Analyzer throughput: DEVICES x SECONDS pre-encoded frames are published at QoS 1 as fast
    as one client can while the analyzer runs; frames per second from the first publish until
    the last frame is stored in InfluxDB (decode, de-duplicate, score, events, line protocol,
-   HTTP write and MQTT acknowledgement included).
+   HTTP write and MQTT acknowledgement included; every device has an installation record, so
+   audibility, the rules and the evidence chain run too).
 3. The analyzer's pipeline alone (decode + score + events + line protocol), no services:
    frames per second on one core, i.e. how many real-time sensors one core keeps up with.
 """
@@ -31,6 +32,7 @@ from analyzer.influx import event_point, level_point
 from analyzer.pipeline import DevicePipeline
 from analyzer.service import Analyzer
 from analyzer.services import Services
+from analyzer.site import site_template
 from sensor.capture import FileSource
 from sensor.config import CalibrationSettings, MqttSettings, OutboxSettings, SensorConfig
 from sensor.frames import FrameBuilder
@@ -38,7 +40,7 @@ from sensor.node import run_node
 from sensor.wire import decode_frame, encode_frame, frame_topic
 
 DEMO = Path(__file__).resolve().parent.parent / "demo" / "example.flac"
-START_NS = 1_780_351_200_000_000_000
+START_NS = time.time_ns() - 3600 * 1_000_000_000  # recent: older frames are implausible
 
 
 def demo_at_48k(path: Path, seconds: float) -> Path:
@@ -97,10 +99,12 @@ def encoded_frames(devices: int, seconds: int) -> list[tuple[str, bytes]]:
     return messages
 
 
-def analyzer_throughput(services: Services, messages: list[tuple[str, bytes]]) -> None:
+def analyzer_throughput(services: Services, messages: list[tuple[str, bytes]],
+                        sites: Path) -> None:
     analyzer = Analyzer(AnalyzerConfig(
         mqtt=MqttSettings(port=services.broker.port),
         influx=InfluxSettings(url=services.influx.url),
+        sites_dir=str(sites),
     ))
     analyzer.start()
     while not analyzer.connected.is_set():
@@ -157,7 +161,12 @@ def main() -> None:
             services.broker.config_path.read_text() + "\nsys_interval 1\n")
         services.broker.restart()
         wire_bytes(services, Path(tmp))
-        analyzer_throughput(services, messages)
+        sites = Path(tmp) / "sites"
+        sites.mkdir()
+        for d in range(args.devices):  # every device assessed for audibility and the rules
+            (sites / f"bench-{d:03d}.toml").write_text(
+                site_template(f"bench-{d:03d}", source_to_sensor_m=8.0, source_to_boundary_m=12.0))
+        analyzer_throughput(services, messages, sites)
 
 
 if __name__ == "__main__":
