@@ -6,8 +6,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/bootstrap.sh dev
 echo "== ruff"
-.venv/bin/ruff check sensor analyzer tests scripts benchmarks
+.venv/bin/ruff check sensor analyzer tests scripts benchmarks dashboards
 echo "== mypy"
-.venv/bin/mypy sensor analyzer
+.venv/bin/mypy sensor analyzer dashboards/generate.py
 echo "== pytest"
 .venv/bin/pytest "$@"

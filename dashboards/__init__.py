@@ -1,0 +1,1 @@
+"""Grafana provisioning and dashboards for Barkwatch (see README.md here)."""
