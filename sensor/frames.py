@@ -71,10 +71,12 @@ class _PercentileWindow:
         self.filled = self.position = 0
 
     def add(self, samples: np.ndarray) -> None:
-        for value in samples[-self.values.size :]:
-            self.values[self.position] = value
-            self.position = (self.position + 1) % self.values.size
-        self.filled = min(self.values.size, self.filled + samples.size)
+        size = self.values.size
+        newest = np.asarray(samples)[-size:]
+        slots = (self.position + np.arange(newest.size)) % size
+        self.values[slots] = newest
+        self.position = int((self.position + newest.size) % size)
+        self.filled = min(size, self.filled + newest.size)
 
     def exceedance_db(self) -> tuple[float, float, float]:
         """(L10, L50, L90): levels exceeded 10, 50 and 90 % of the time."""

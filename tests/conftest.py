@@ -7,9 +7,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
+import paho.mqtt.client as mqtt
 import pytest
 import soundfile
 
+from analyzer.config import AnalyzerConfig
+from analyzer.service import Analyzer
 from analyzer.services import Services
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,3 +54,25 @@ def sine(frequency_hz: float, rms: float, duration_s: float, rate: int) -> np.nd
     """A sine of the given RMS (full scale = 1)."""
     t = np.arange(round(duration_s * rate)) / rate
     return rms * np.sqrt(2.0) * np.sin(2.0 * np.pi * frequency_hz * t)
+
+
+def publish_through_analyzer(config: AnalyzerConfig, topic: str, payloads: list[bytes],
+                             stored: int) -> Analyzer:
+    """Run a live analyzer, publish ``payloads`` on ``topic`` at QoS 1 in order, wait until it
+    has stored ``stored`` frames, stop it and return it (for its counters)."""
+    analyzer = Analyzer(config)
+    analyzer.start()
+    publisher = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2)
+    publisher.connect(config.mqtt.host, config.mqtt.port)
+    publisher.loop_start()
+    try:
+        wait_until(analyzer.connected.is_set, what="the analyzer to connect")
+        for payload in payloads:
+            publisher.publish(topic, payload, qos=1).wait_for_publish(timeout=10)
+        wait_until(lambda: analyzer.counters.frames_stored == stored,
+                   what=f"{stored} stored frames")
+    finally:
+        publisher.disconnect()
+        publisher.loop_stop()
+        analyzer.stop()
+    return analyzer

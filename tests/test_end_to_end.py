@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import paho.mqtt.client as mqtt
 
 from analyzer.config import AnalyzerConfig, InfluxSettings
 from analyzer.influx import InfluxClient, band_field
@@ -23,7 +22,7 @@ from sensor.config import CalibrationSettings, MqttSettings, OutboxSettings, Sen
 from sensor.frames import frames_from_samples
 from sensor.node import run_node
 from sensor.wire import MAX_PAYLOAD_BYTES, encode_frame, frame_topic
-from tests.conftest import sine, wait_until, write_excerpt
+from tests.conftest import publish_through_analyzer, sine, wait_until, write_excerpt
 
 BIN = Path(sys.executable).parent
 FULL_SCALE_DB = 100.0
@@ -133,27 +132,14 @@ def test_malformed_oversized_and_mismatched_frames_are_counted_and_dropped_valid
                                       device_id="dev-a", start_ns=START_NS))
     stranger = next(frames_from_samples(sine(1000.0, 0.1, 1.0, 48000), 48000, FULL_SCALE_DB,
                                         device_id="dev-b", start_ns=START_NS))
-    analyzer = Analyzer(analyzer_config(services))
-    analyzer.start()
-    publisher = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2)
-    publisher.connect("127.0.0.1", services.broker.port)
-    publisher.loop_start()
-    try:
-        wait_until(analyzer.connected.is_set, what="the analyzer to connect")
-        topic = frame_topic("dev-a")
-        payloads = [encode_frame(f) for f in frames[:5]]
-        # Oversized for the analyzer, yet inside the broker's max_packet_size (which would
-        # disconnect the publisher instead).
-        oversized = os.urandom(MAX_PAYLOAD_BYTES + 100)
-        payloads += [b"\x93not a frame", oversized, encode_frame(stranger)]
-        payloads += [encode_frame(f) for f in frames[5:]]
-        for payload in payloads:
-            publisher.publish(topic, payload, qos=1).wait_for_publish(timeout=10)
-        wait_until(lambda: analyzer.counters.frames_stored == 10, what="10 stored frames")
-    finally:
-        publisher.disconnect()
-        publisher.loop_stop()
-        analyzer.stop()
+    payloads = [encode_frame(f) for f in frames[:5]]
+    # Oversized for the analyzer, yet inside the broker's max_packet_size (which would
+    # disconnect the publisher instead).
+    oversized = os.urandom(MAX_PAYLOAD_BYTES + 100)
+    payloads += [b"\x93not a frame", oversized, encode_frame(stranger)]
+    payloads += [encode_frame(f) for f in frames[5:]]
+    analyzer = publish_through_analyzer(analyzer_config(services), frame_topic("dev-a"),
+                                        payloads, stored=10)
     assert analyzer.counters.malformed == 1
     assert analyzer.counters.oversize == 1
     assert analyzer.counters.device_mismatch == 1

@@ -7,18 +7,16 @@ import dataclasses
 import time
 
 import numpy as np
-import paho.mqtt.client as mqtt
 import pytest
 
 from analyzer.config import AnalyzerConfig, InfluxSettings
 from analyzer.influx import InfluxClient
 from analyzer.plausibility import frame_problem, shape_problem, time_problem
-from analyzer.service import Analyzer
 from analyzer.services import Services
 from sensor.config import MqttSettings
 from sensor.frames import frames_from_samples
 from sensor.wire import Frame, encode_frame, frame_topic
-from tests.conftest import sine, wait_until
+from tests.conftest import publish_through_analyzer, sine
 
 DAY_S = 86400.0
 NOW_NS = 1_790_000_000_000_000_000
@@ -81,23 +79,11 @@ def test_implausible_times_are_stored_flagged_and_unscored_inconsistent_frames_d
                  encode_frame(dataclasses.replace(epoch, seq=21)),
                  encode_frame(bad_bands), encode_frame(bad_mels)]
     payloads += [encode_frame(f) for f in good[2:]]
-    analyzer = Analyzer(AnalyzerConfig(
+    config = AnalyzerConfig(
         mqtt=MqttSettings(port=services.broker.port, keepalive_s=5, reconnect_max_s=1),
         influx=InfluxSettings(url=services.influx.url, retry_max_s=0.5, timeout_s=2.0),
-    ))
-    analyzer.start()
-    publisher = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2)
-    publisher.connect("127.0.0.1", services.broker.port)
-    publisher.loop_start()
-    try:
-        wait_until(analyzer.connected.is_set, what="the analyzer to connect")
-        for payload in payloads:
-            publisher.publish(frame_topic("dev-p"), payload, qos=1).wait_for_publish(timeout=10)
-        wait_until(lambda: analyzer.counters.frames_stored == 6, what="6 stored frames")
-    finally:
-        publisher.disconnect()
-        publisher.loop_stop()
-        analyzer.stop()
+    )
+    analyzer = publish_through_analyzer(config, frame_topic("dev-p"), payloads, stored=6)
     assert (analyzer.counters.implausible_time, analyzer.counters.malformed) == (2, 2)
     series = InfluxClient(InfluxSettings(url=services.influx.url)).query(
         "SELECT seq, implausible_time, max_dog_score FROM level WHERE device = 'dev-p'"
