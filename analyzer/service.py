@@ -111,6 +111,8 @@ class Analyzer:
         self.counters = AnalyzerCounters()
         self.influx = InfluxClient(config.influx)
         self.stop_event = threading.Event()
+        # Set once the broker has granted the subscriptions (SUBACK), not merely on CONNACK:
+        # a frame published between the two would otherwise reach no one.
         self.connected = threading.Event()
         self._inbox: queue.Queue[tuple[int, mqtt.MQTTMessage]] = queue.Queue()
         self._generation = 0
@@ -131,6 +133,7 @@ class Analyzer:
         self.client.manual_ack_set(True)
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
+        self.client.on_subscribe = self._on_subscribe
         self.client.on_message = self._on_message
 
     # --- start-up ---------------------------------------------------------------------------
@@ -163,13 +166,22 @@ class Analyzer:
             return
         self._generation += 1
         client.subscribe(SUBSCRIPTIONS)
-        self.connected.set()
         log.info(
             "analyzer connected to %s:%d (session present: %s)",
             self.config.mqtt.host,
             self.config.mqtt.port,
             flags.session_present,
         )
+
+    def _on_subscribe(
+        self, client: mqtt.Client, userdata: Any, mid: int, reasons: Any, properties: Any
+    ) -> None:
+        refused = [str(r) for r in reasons if r.is_failure]
+        if refused:
+            log.error("broker refused the analyzer's subscriptions %s: %s", SUBSCRIPTIONS,
+                      ", ".join(refused))
+            return
+        self.connected.set()
 
     def _on_disconnect(
         self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any
