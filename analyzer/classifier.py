@@ -1,25 +1,26 @@
-"""Dog-vocalization classifier over the sensor's mel frames: features, model, streaming scorer.
+"""Dog-vocalization classifier over the sensor's mel frames: inputs, network, streaming scorer.
 
 The analyzer only ever sees calibrated mel band levels (``sensor.features``: 64 bands, dB SPL,
 one row per 20 ms, float16 on the wire), so that is all this module reads. Training
 (``scripts/train_classifier.py``) computes its inputs with this very module on frames built
 by the sensor's own code, so training and deployment cannot drift apart.
 
-Level: the training corpus carries no calibration, so every feature is *relative*: a band's
-rise over its own slowly-tracked background (prominence), spectral shape (levels minus their
-mean over bands), temporal spread and movement, and the shape of the broadband envelope. No
-feature depends on the absolute dB SPL value, which makes the score independent of a device's
-calibration and of how loud the dog is at the microphone (audibility is judged later, from the
-levels). Only near digital silence (``min_band_level_db``) is gated out.
+Level: the training corpus carries no calibration, so the inputs are *relative*: per band, the
+rise over its own slowly tracked background (prominence), and per step the spectral shape
+(levels minus their mean over bands). Neither depends on the absolute dB SPL value, which makes
+the score independent of a device's calibration and of how loud the dog is at the microphone
+(audibility is judged later, from the levels). Only near digital silence
+(``min_band_level_db``) is gated out.
 
-Context: the score of a 20 ms step looks ``CONTEXT_STEPS`` (0.24 s) either side, so a
-streaming scorer returns scores ``delay_steps`` behind the rows it was given, and a flush at
-the end of a stream (or before a gap) scores the held-back rows against a repeated last row.
-
-Model: a small multilayer perceptron (ReLU hidden layers, logistic output) evaluated with
-numpy; weights, feature standardisation and the version id live in one ``.npz`` file (no
-pickled objects). MODEL_CARD.md beside the bundled model says how it was trained and how well
-it does.
+Network: a small convolutional network, convolutions over (band x time) then dilated
+convolutions over time, with no padding in time: the score of a step sees ``context_steps``
+either side of it. :class:`ConvNet` runs it with numpy alone and streams: every layer keeps the
+last rows of its input, so a stream fed one frame at a time gives exactly the scores of the
+whole stream at once, ``context_steps`` behind the rows given; a flush at the end of a stream
+(or before a gap) scores the held-back rows against copies of the last row, as the stream's
+start is scored against copies of its first. Weights, layer layout and the version id live in
+one ``.npz`` file (no pickled objects). MODEL_CARD.md beside the bundled model says how it was
+trained and how well it does.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,14 +40,16 @@ from analyzer.errors import AnalyzerError
 DEFAULT_MODEL_PATH = Path(__file__).resolve().parent.parent / "models" / "dog_classifier.npz"
 
 N_MELS = 64
-POOL = 2  # adjacent mel bands averaged (in dB) into one feature band
+POOL = 2  # adjacent mel bands averaged (in dB) into one input band
 N_BANDS = N_MELS // POOL
-CONTEXT_STEPS = 12  # steps of context either side of the scored step (0.24 s at 20 ms)
-WINDOW_STEPS = 2 * CONTEXT_STEPS + 1
+N_CHANNELS = 2  # prominence and spectral shape
+INPUT_SCALE_DB = 20.0  # inputs are dB / 20: order one
 BACKGROUND_PERCENTILE_ROW = 10  # of 50 rows: the 20th-percentile row of a frame's bands
 BACKGROUND_RISE_S = 8.0  # a rising background follows with this time constant (falls at once)
 PROMINENCE_MAX_DB = 60.0
-FEATURE_VERSION = 1
+INPUT_VERSION = 2
+LAYER_KINDS = ("conv2d", "conv1d")
+DENSE_MAX_CHANNELS = 2  # band convolutions over this few input channels run as dense matrices
 
 
 class ClassifierError(AnalyzerError):
@@ -59,84 +63,21 @@ def _pool_bands(mel_db: np.ndarray) -> np.ndarray:
     return (rows[:, 0::POOL] + rows[:, 1::POOL]) * (1.0 / POOL)
 
 
-def _window_sums(x: np.ndarray) -> np.ndarray:
-    """Sum over every full window of ``WINDOW_STEPS`` rows (running sums, float64)."""
-    c = np.cumsum(np.concatenate([np.zeros((1, x.shape[1])), x]), axis=0, dtype=np.float64)
-    return c[WINDOW_STEPS:] - c[:-WINDOW_STEPS]
+class StepInputs:
+    """Streaming network inputs: mel rows in order, (steps x bands x 2) out, no delay.
 
-
-def _window_max(x: np.ndarray) -> np.ndarray:
-    """Maximum over every full window of ``WINDOW_STEPS`` rows (doubling: 1, 2, 4, 8, 16)."""
-    m, width = x, 1
-    while 2 * width <= WINDOW_STEPS:
-        m = np.maximum(m[:-width], m[width:])
-        width *= 2
-    n = x.shape[0] - WINDOW_STEPS + 1
-    return np.maximum(m[:n], m[WINDOW_STEPS - width : WINDOW_STEPS - width + n])
-
-
-def _window_features(pooled: np.ndarray, prominence: np.ndarray) -> np.ndarray:
-    """Features of every full window of ``WINDOW_STEPS`` rows (rows x bands) -> (n, F)."""
-    n = pooled.shape[0] - WINDOW_STEPS + 1
-    b = N_BANDS
-    # One running sum serves the window means of level, squared level, step-to-step movement
-    # and prominence (float64: the differences of large sums must stay exact to ~1e-6 dB).
-    stacked = np.empty((pooled.shape[0] + 1, 4 * b))
-    stacked[0] = 0.0
-    stacked[1:, :b] = pooled
-    stacked[1:, b : 2 * b] = pooled
-    stacked[1:, b : 2 * b] **= 2
-    stacked[1, 2 * b : 3 * b] = 0.0
-    stacked[2:, 2 * b : 3 * b] = np.abs(pooled[1:] - pooled[:-1])
-    stacked[1:, 3 * b :] = prominence
-    c = np.cumsum(stacked, axis=0)
-    sums = (c[WINDOW_STEPS:] - c[:-WINDOW_STEPS]) * (1.0 / WINDOW_STEPS)
-    mean_db = sums[:, :b]
-    # The movement sum spans the 24 differences inside the window (its first row holds the
-    # difference to the row before the window, which is replaced by the next one's).
-    moves = c[WINDOW_STEPS:, 2 * b : 3 * b] - c[1 : n + 1, 2 * b : 3 * b]
-    centre = pooled[CONTEXT_STEPS : CONTEXT_STEPS + n]
-    out = np.empty((n, N_FEATURES), dtype=np.float32)
-    out[:, :b] = centre - centre.mean(axis=1, keepdims=True)
-    out[:, b : 2 * b] = mean_db - mean_db.mean(axis=1, keepdims=True)
-    out[:, 2 * b : 3 * b] = np.sqrt(np.maximum(sums[:, b : 2 * b] - mean_db**2, 0.0))
-    out[:, 3 * b : 4 * b] = moves * (1.0 / (WINDOW_STEPS - 1))
-    out[:, 4 * b : 5 * b] = prominence[CONTEXT_STEPS : CONTEXT_STEPS + n]
-    out[:, 5 * b : 6 * b] = sums[:, 3 * b :]
-    out[:, 6 * b : 7 * b] = _window_max(prominence)
-    # Broadband envelope (mean prominence over bands), relative to the window's maximum: the
-    # temporal shape (impulsive bark, sustained howl, steady noise) independent of level.
-    envelope = np.lib.stride_tricks.sliding_window_view(prominence.mean(axis=1), WINDOW_STEPS)
-    env_peak = envelope.max(axis=1)
-    out[:, 7 * b : 7 * b + WINDOW_STEPS] = envelope - env_peak[:, None]
-    out[:, -2] = env_peak
-    out[:, -1] = envelope[:, CONTEXT_STEPS]
-    return out
-
-
-N_FEATURES = 7 * N_BANDS + WINDOW_STEPS + 2
-
-
-class StepFeatures:
-    """Streaming feature extractor: feed mel rows in order, get features ``delay`` behind.
-
-    Keeps the last ``2 * CONTEXT_STEPS`` pooled rows and their prominence, and a per-band
-    background that falls at once to a frame's 20th-percentile level and rises towards it with
-    ``BACKGROUND_RISE_S``. The first rows of a stream are padded with copies of the first row.
+    Channel 0 is each band's prominence over a background that falls at once to a frame's
+    20th-percentile level and rises towards it with ``BACKGROUND_RISE_S``; channel 1 is the
+    step's spectral shape. Both in units of ``INPUT_SCALE_DB``.
     """
-
-    delay_steps = CONTEXT_STEPS
 
     def __init__(self, hop_s: float = 0.02) -> None:
         self.hop_s = hop_s
         self.reset()
 
     def reset(self) -> None:
-        """Forget all context (start of a stream, or after a gap)."""
-        self._pooled = np.zeros((0, N_BANDS), dtype=np.float32)
-        self._prominence = np.zeros((0, N_BANDS), dtype=np.float32)
+        """Forget the background (start of a stream, or after a gap)."""
         self._background: np.ndarray | None = None
-        self._started = False
 
     def _update_background(self, pooled: np.ndarray) -> np.ndarray:
         k = min(pooled.shape[0] - 1, pooled.shape[0] * BACKGROUND_PERCENTILE_ROW // 50)
@@ -150,119 +91,116 @@ class StepFeatures:
         return self._background
 
     def process(self, mel_db: np.ndarray) -> np.ndarray:
-        """Features (n, N_FEATURES) of the steps that now have full context."""
+        """Inputs (n, N_BANDS, N_CHANNELS) of the given rows (one frame at a time, in order)."""
         pooled = _pool_bands(mel_db)
+        out = np.empty((pooled.shape[0], N_BANDS, N_CHANNELS), dtype=np.float32)
         if pooled.shape[0] == 0:
-            return np.zeros((0, N_FEATURES), dtype=np.float32)
+            return out
         background = self._update_background(pooled)
-        prominence = np.clip(pooled - background, 0.0, PROMINENCE_MAX_DB)
-        if not self._started:
-            self._started = True
-            self._pooled = np.repeat(pooled[:1], CONTEXT_STEPS, axis=0)
-            self._prominence = np.repeat(prominence[:1], CONTEXT_STEPS, axis=0)
-        return self._extend(pooled, prominence)
-
-    def flush(self) -> np.ndarray:
-        """Features of the held-back last rows, their future padded with the last row."""
-        if not self._started or self._pooled.shape[0] == 0:
-            return np.zeros((0, N_FEATURES), dtype=np.float32)
-        pad = CONTEXT_STEPS
-        out = self._extend(
-            np.repeat(self._pooled[-1:], pad, axis=0), np.repeat(self._prominence[-1:], pad, axis=0)
-        )
-        self.reset()
+        out[:, :, 0] = np.clip(pooled - background, 0.0, PROMINENCE_MAX_DB)
+        out[:, :, 1] = pooled - pooled.mean(axis=1, keepdims=True)
+        out *= 1.0 / INPUT_SCALE_DB
         return out
 
-    def _extend(self, pooled: np.ndarray, prominence: np.ndarray) -> np.ndarray:
-        all_pooled = np.concatenate([self._pooled, pooled])
-        all_prom = np.concatenate([self._prominence, prominence])
-        keep = 2 * CONTEXT_STEPS
-        self._pooled, self._prominence = all_pooled[-keep:], all_prom[-keep:]
-        if all_pooled.shape[0] < WINDOW_STEPS:
-            return np.zeros((0, N_FEATURES), dtype=np.float32)
-        return _window_features(all_pooled, all_prom)
+
+def inputs_of_stream(mel_db: np.ndarray, hop_s: float = 0.02) -> np.ndarray:
+    """Inputs of a whole stream, fed one second (50 rows) at a time as frames arrive."""
+    steps = StepInputs(hop_s)
+    parts = [steps.process(mel_db[i : i + 50]) for i in range(0, mel_db.shape[0], 50)]
+    return np.concatenate(parts) if parts else np.zeros((0, N_BANDS, N_CHANNELS), np.float32)
 
 
-def features_of_stream(mel_db: np.ndarray) -> np.ndarray:
-    """Features of every row of a whole stream (rows x 64 mel levels) -> (rows, N_FEATURES).
+@dataclass(frozen=True)
+class Layer:
+    """One layer. ``conv2d``: weight (out, in, bands, time), 'same' zero padding over bands,
+    none over time, then max-pooling of ``pool`` adjacent bands; ``conv1d``: weight
+    (out, in, time) over the flattened (channel-major) band x channel rows. ReLU unless last."""
 
-    Fed one second (50 rows) at a time, exactly as frames arrive, then flushed.
-    """
-    extractor = StepFeatures()
-    parts = [extractor.process(mel_db[i : i + 50]) for i in range(0, mel_db.shape[0], 50)]
-    parts.append(extractor.flush())
-    return np.concatenate(parts) if parts else np.zeros((0, N_FEATURES), dtype=np.float32)
+    kind: str
+    weight: np.ndarray
+    bias: np.ndarray
+    dilation: int = 1
+    pool: int = 1
+
+    @property
+    def span(self) -> int:
+        """Rows of input consumed beyond the one output row: (kernel - 1) * dilation."""
+        return (self.weight.shape[-1] - 1) * self.dilation
 
 
 @dataclass(frozen=True)
 class DogModel:
-    """A trained multilayer perceptron: standardisation, layers, version and metadata."""
+    """A trained network: its layers, version and metadata."""
 
     version: str
-    feature_mean: np.ndarray
-    feature_scale: np.ndarray
-    weights: tuple[np.ndarray, ...]
-    biases: tuple[np.ndarray, ...]
+    layers: tuple[Layer, ...]
     metadata: dict[str, object]
 
-    def logits(self, features: np.ndarray) -> np.ndarray:
-        """Output logit per row of ``features``."""
-        x = (features - self.feature_mean) * self.feature_scale
-        last = len(self.weights) - 1
-        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
-            x = x @ w + b
-            if i < last:
-                np.maximum(x, 0.0, out=x)
-        return x[:, 0]
-
-    def probabilities(self, features: np.ndarray) -> np.ndarray:
-        """Dog probability (0..1) per row of ``features``."""
-        if features.shape[0] == 0:
-            return np.zeros(0)
-        z = np.clip(self.logits(features.astype(np.float32)), -30.0, 30.0)
-        return 1.0 / (1.0 + np.exp(-z.astype(np.float64)))
+    @property
+    def context_steps(self) -> int:
+        """Steps of context either side of a scored step."""
+        return sum(layer.span for layer in self.layers) // 2
 
     def save(self, path: str | Path) -> None:
         """Write the model as a plain ``.npz`` (arrays and a JSON string; no pickle)."""
         arrays: dict[str, np.ndarray] = {
             "version": np.array(self.version),
-            "feature_version": np.array(FEATURE_VERSION),
-            "feature_mean": self.feature_mean.astype(np.float32),
-            "feature_scale": self.feature_scale.astype(np.float32),
+            "input_version": np.array(INPUT_VERSION),
             "metadata_json": np.array(json.dumps(self.metadata, sort_keys=True)),
-            "n_layers": np.array(len(self.weights)),
-        }
-        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
-            arrays[f"w{i}"] = w.astype(np.float32)
-            arrays[f"b{i}"] = b.astype(np.float32)
+            "layers_json": np.array(json.dumps(
+                [{"kind": la.kind, "dilation": la.dilation, "pool": la.pool}
+                 for la in self.layers])),
+        }  # fmt: skip
+        for i, layer in enumerate(self.layers):
+            arrays[f"w{i}"] = layer.weight.astype(np.float32)
+            arrays[f"b{i}"] = layer.bias.astype(np.float32)
         np.savez_compressed(path, **arrays)  # type: ignore[arg-type]
+
+
+def _check_layers(layers: tuple[Layer, ...]) -> None:
+    """Refuse a layer stack that cannot run on (steps x N_BANDS x N_CHANNELS) inputs."""
+    bands, channels, flat = N_BANDS, N_CHANNELS, False
+    for i, layer in enumerate(layers):
+        w = layer.weight
+        if layer.kind not in LAYER_KINDS:
+            raise ClassifierError(f"layer {i}: unknown kind {layer.kind!r}")
+        if layer.kind == "conv2d":
+            if flat or w.ndim != 4 or w.shape[1] != channels or w.shape[2] % 2 == 0:
+                raise ClassifierError(f"layer {i}: conv2d weight {w.shape} does not fit "
+                                      f"{channels} channels of {bands} bands")
+            if layer.pool < 1 or bands % layer.pool:
+                raise ClassifierError(f"layer {i}: cannot pool {bands} bands by {layer.pool}")
+            bands, channels = bands // layer.pool, w.shape[0]
+        else:
+            if w.ndim != 3 or w.shape[1] != (channels if flat else channels * bands):
+                raise ClassifierError(f"layer {i}: conv1d weight {w.shape} does not fit")
+            flat, channels = True, w.shape[0]
+        if layer.bias.shape != (w.shape[0],) or layer.dilation < 1:
+            raise ClassifierError(f"layer {i}: bias {layer.bias.shape} or dilation is wrong")
+    if channels != 1 or sum(layer.span for layer in layers) % 2:
+        raise ClassifierError("the network must end in one output with symmetric context")
 
 
 def load_model(path: str | Path) -> DogModel:
     """Read a model written by :meth:`DogModel.save`; refuse anything that does not fit."""
     try:
         with np.load(path, allow_pickle=False) as data:
-            if int(data["feature_version"]) != FEATURE_VERSION:
+            if "input_version" not in data or int(data["input_version"]) != INPUT_VERSION:
                 raise ClassifierError(
-                    f"{path}: model uses features v{int(data['feature_version'])}, this code "
-                    f"computes v{FEATURE_VERSION}; retrain with scripts/train_classifier.py"
+                    f"{path}: not a model for inputs v{INPUT_VERSION} (an older model file?); "
+                    "retrain with scripts/train_classifier.py"
                 )
-            n_layers = int(data["n_layers"])
-            weights = tuple(np.asarray(data[f"w{i}"], dtype=np.float32) for i in range(n_layers))
-            biases = tuple(np.asarray(data[f"b{i}"], dtype=np.float32) for i in range(n_layers))
-            model = DogModel(
-                version=str(data["version"]),
-                feature_mean=np.asarray(data["feature_mean"], dtype=np.float32),
-                feature_scale=np.asarray(data["feature_scale"], dtype=np.float32),
-                weights=weights,
-                biases=biases,
-                metadata=json.loads(str(data["metadata_json"])),
-            )
-    except (OSError, KeyError, ValueError) as exc:
+            specs = json.loads(str(data["layers_json"]))
+            layers = tuple(
+                Layer(str(spec["kind"]), np.asarray(data[f"w{i}"], dtype=np.float32),
+                      np.asarray(data[f"b{i}"], dtype=np.float32), int(spec["dilation"]),
+                      int(spec["pool"]))
+                for i, spec in enumerate(specs)
+            )  # fmt: skip
+            model = DogModel(str(data["version"]), layers, json.loads(str(data["metadata_json"])))
+    except (OSError, KeyError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as exc:
         raise ClassifierError(f"cannot load classifier model {path}: {exc}") from exc
-    if model.feature_mean.shape != (N_FEATURES,) or weights[0].shape[0] != N_FEATURES:
-        raise ClassifierError(f"{path}: model expects {weights[0].shape[0]} features, "
-                              f"this code computes {N_FEATURES}")
+    _check_layers(model.layers)
     return model
 
 
@@ -272,35 +210,197 @@ def cached_model(path: str = "") -> DogModel:
     return load_model(path or DEFAULT_MODEL_PATH)
 
 
+class ConvNet:
+    """Streaming evaluation of a model's layers with numpy.
+
+    ``process(inputs)`` returns the logits of the steps that now have full context: after the
+    first call (whose inputs are preceded by ``context_steps`` copies of the first row) one per
+    input row, ``context_steps`` behind; ``flush()`` returns the held-back ones.
+
+    Layout: rows are time steps, kept (time, bands * channels) contiguous. A convolution is a
+    sum over its time taps of one matrix product each, on contiguous row slices; a band
+    convolution first gathers each band's neighbours (im2col over bands only).
+    """
+
+    def __init__(self, model: DogModel) -> None:
+        self.layers = model.layers
+        self.context_steps = model.context_steps
+        # Input bands of each layer; a band convolution over few channels runs as one banded
+        # dense matrix per tap (its im2col copy would cost more than the extra multiplies).
+        self._bands = [N_BANDS]
+        for layer in self.layers:
+            self._bands.append(self._bands[-1] // layer.pool)
+        self._dense = [
+            layer.kind == "conv2d" and layer.weight.shape[1] <= DENSE_MAX_CHANNELS
+            for layer in self.layers
+        ]
+        self._taps = [
+            self._banded_matrices(i) if self._dense[i] else self._tap_matrices(i)
+            for i in range(len(self.layers))
+        ]
+        self._biases = [
+            np.tile(layer.bias, self._bands[i]) if self._dense[i] else layer.bias
+            for i, layer in enumerate(self.layers)
+        ]
+        self.reset()
+
+    def _banded_matrices(self, i: int) -> list[np.ndarray]:
+        """Per time tap, the band convolution as a dense (bands * in, bands * out) matrix whose
+        columns run (position in the pooling group, pooled band, channel), so that pooling is a
+        maximum over ``pool`` contiguous column blocks."""
+        layer, w = self.layers[i], self.layers[i].weight
+        n_out, n_in, kf, kt = w.shape
+        bands, half, pool = self._bands[i], kf // 2, layer.pool
+        taps = []
+        for j in range(kt):
+            dense = np.zeros((bands, n_in, pool, bands // pool, n_out), dtype=np.float32)
+            for f in range(bands):
+                for u in range(kf):
+                    source = f + u - half
+                    if 0 <= source < bands:
+                        dense[source, :, f % pool, f // pool, :] = w[:, :, u, j].T
+            taps.append(dense.reshape(bands * n_in, -1))
+        return taps
+
+    def _tap_matrices(self, i: int) -> list[np.ndarray]:
+        """Per time tap, the weight as (inputs, outputs) in this class's row layout."""
+        layer, w = self.layers[i], self.layers[i].weight
+        if layer.kind == "conv2d":  # (out, in, kf, kt) -> per tap (kf * in, out)
+            return [np.ascontiguousarray(w[..., j].transpose(2, 1, 0).reshape(-1, w.shape[0]))
+                    for j in range(w.shape[-1])]  # fmt: skip
+        if i and self.layers[i - 1].kind == "conv2d":
+            # torch flattens (channels, bands) channel-major; rows here are band-major.
+            channels = self.layers[i - 1].weight.shape[0]
+            w = w.reshape(w.shape[0], channels, -1, w.shape[2]).transpose(0, 2, 1, 3)
+            w = w.reshape(w.shape[0], -1, w.shape[3])
+        return [np.ascontiguousarray(w[..., j].T) for j in range(w.shape[-1])]
+
+    def reset(self) -> None:
+        """Forget all context (start of a stream, or after a gap)."""
+        self._tails: list[np.ndarray | None] = [None] * len(self.layers)
+        self._last: np.ndarray | None = None
+
+    def _layer(self, i: int, x: np.ndarray) -> np.ndarray:
+        """One layer on rows ``x`` (time, bands, channels) or (time, features)."""
+        layer = self.layers[i]
+        n = x.shape[0] - layer.span
+        if self._dense[i]:
+            rows, stride = x.reshape(x.shape[0], -1), 1
+        elif layer.kind == "conv2d":
+            bands = x.shape[1]
+            half = layer.weight.shape[2] // 2
+            padded = np.zeros((x.shape[0], bands + 2 * half, x.shape[2]), dtype=np.float32)
+            padded[:, half : half + bands] = x
+            # (time * bands, kf * in): each band beside its neighbours (slices: a fast copy)
+            shifted = [padded[:, u : u + bands] for u in range(2 * half + 1)]
+            rows = np.concatenate(shifted, axis=2).reshape(x.shape[0] * bands, -1)
+            stride = bands
+        else:
+            rows, stride = x, 1
+        out: np.ndarray | None = None
+        for j, tap in enumerate(self._taps[i]):
+            first = j * layer.dilation * stride
+            part = rows[first : first + n * stride] @ tap
+            out = part if out is None else np.add(out, part, out=out)
+        assert out is not None
+        out += self._biases[i]
+        if i < len(self.layers) - 1:
+            np.maximum(out, 0.0, out=out)
+        if self._dense[i]:
+            width = out.shape[1] // layer.pool
+            pooled = out[:, :width]
+            for k in range(1, layer.pool):
+                pooled = np.maximum(pooled, out[:, k * width : (k + 1) * width])
+            bands = x.shape[1] // layer.pool
+            follows_conv1d = i + 1 < len(self.layers) and self.layers[i + 1].kind == "conv1d"
+            return pooled if follows_conv1d else pooled.reshape(n, bands, -1)
+        if layer.kind == "conv2d":
+            grouped = out.reshape(n, x.shape[1] // layer.pool, layer.pool, -1)
+            out = grouped[:, :, 0]  # max-pooling by slices: far faster than .max(axis=2)
+            for k in range(1, layer.pool):
+                out = np.maximum(out, grouped[:, :, k])
+            if self.layers[i + 1].kind == "conv1d":
+                out = out.reshape(n, -1)
+        return out
+
+    def process(self, inputs: np.ndarray) -> np.ndarray:
+        """Logits of the steps that now have full context (see the class docstring)."""
+        if inputs.shape[0] == 0:
+            return np.zeros(0, dtype=np.float32)
+        x = np.asarray(inputs, dtype=np.float32)
+        if self._last is None:
+            x = np.concatenate([np.repeat(x[:1], self.context_steps, axis=0), x])
+        self._last = x[-1:]
+        for i, layer in enumerate(self.layers):
+            tail = self._tails[i]
+            if tail is not None:
+                x = np.concatenate([tail, x])
+            self._tails[i] = x[max(0, x.shape[0] - layer.span) :]
+            if x.shape[0] <= layer.span:
+                return np.zeros(0, dtype=np.float32)
+            x = self._layer(i, x)
+        return x[:, 0]
+
+    def flush(self) -> np.ndarray:
+        """Logits of the held-back steps, their future padded with the last row; then resets."""
+        if self._last is None:
+            return np.zeros(0, dtype=np.float32)
+        out = self.process(np.repeat(self._last, self.context_steps, axis=0))
+        self.reset()
+        return out
+
+
+def logits_of_stream(model: DogModel, inputs: np.ndarray) -> np.ndarray:
+    """Logits of every step of a whole stream of inputs at once (start and end padded)."""
+    net = ConvNet(model)
+    return np.concatenate([net.process(inputs), net.flush()])
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(z.astype(np.float64), -30.0, 30.0)))
+
+
+def _window_max(levels: np.ndarray, width: int) -> np.ndarray:
+    """Maximum over every full window of ``width`` values."""
+    if levels.size < width:
+        return np.zeros(0, dtype=levels.dtype)
+    return np.lib.stride_tricks.sliding_window_view(levels, width).max(axis=1)
+
+
 class DogClassifier:
     """Stateful per-device scorer: mel rows in, smoothed dog probabilities out, delayed.
 
     ``scores(mel_db)`` returns one score per step, for the steps starting ``delay_steps``
     before the first row given (the first call of a stream returns ``delay_steps`` fewer);
     ``flush()`` returns the scores of the held-back steps at the end of a stream.
-    Smoothing is a centred moving average of ``smoothing_steps`` (odd) probabilities.
+    Smoothing is a centred moving average of ``smoothing_steps`` (odd) probabilities; a step
+    whose loudest band stays under ``min_band_level_db`` over its context scores 0.
     """
 
     def __init__(
-        self, model: DogModel, smoothing_steps: int = 1, min_band_level_db: float = 0.0
-    ) -> None:
+        self, model: DogModel, smoothing_steps: int = 1, min_band_level_db: float = 0.0,
+        hop_s: float = 0.02,
+    ) -> None:  # fmt: skip
         self.model = model
         self.model_version = model.version
         self.smoothing_steps = max(1, int(smoothing_steps) | 1)
         self.min_band_level_db = min_band_level_db
-        self.features = StepFeatures()
-        self.delay_steps = StepFeatures.delay_steps + self.smoothing_steps // 2
+        self.inputs = StepInputs(hop_s)
+        self.net = ConvNet(model)
+        self.context_steps = model.context_steps
+        self.delay_steps = self.context_steps + self.smoothing_steps // 2
         self.reset()
 
     def reset(self) -> None:
         """Forget all context (after a gap in the data)."""
-        self.features.reset()
+        self.inputs.reset()
+        self.net.reset()
         self._raw: np.ndarray | None = None  # unsmoothed probabilities still needed
-        self._levels = np.zeros(0)
+        self._levels = np.zeros(0, dtype=np.float32)
 
-    def _raw_scores(self, features: np.ndarray, loudest_db: np.ndarray) -> np.ndarray:
-        probabilities = self.model.probabilities(features)
-        probabilities[loudest_db < self.min_band_level_db] = 0.0
+    def _gate(self, probabilities: np.ndarray, levels: np.ndarray) -> np.ndarray:
+        loudest = _window_max(levels, 2 * self.context_steps + 1)[: probabilities.size]
+        probabilities[loudest < self.min_band_level_db] = 0.0
         return probabilities
 
     def _smooth(self, raw: np.ndarray, final: bool) -> np.ndarray:
@@ -324,26 +424,21 @@ class DogClassifier:
 
     def scores(self, mel_db: np.ndarray) -> np.ndarray:
         """Scores (0..1) of the steps that now have full context."""
-        levels = np.asarray(mel_db, dtype=np.float32).max(axis=1)
-        features = self.features.process(mel_db)
+        rows = np.asarray(mel_db, dtype=np.float32)
+        levels = rows.max(axis=1)
         if self._levels.size == 0 and levels.size:
-            self._levels = np.repeat(levels[:1], CONTEXT_STEPS)
+            self._levels = np.repeat(levels[:1], self.context_steps)
         all_levels = np.concatenate([self._levels, levels])
-        loudest = _levels_max(all_levels)[: features.shape[0]]
-        self._levels = all_levels[-2 * CONTEXT_STEPS :]
-        return self._smooth(self._raw_scores(features, loudest), final=False)
+        probabilities = _sigmoid(self.net.process(self.inputs.process(rows)))
+        gated = self._gate(probabilities, all_levels)
+        self._levels = all_levels[-2 * self.context_steps :]
+        return self._smooth(gated, final=False)
 
     def flush(self) -> np.ndarray:
         """Scores of the held-back steps at the end of a stream; then starts afresh."""
-        features = self.features.flush()
-        levels = np.concatenate([self._levels, np.repeat(self._levels[-1:], CONTEXT_STEPS)])
-        loudest = _levels_max(levels)[: features.shape[0]]
-        out = self._smooth(self._raw_scores(features, loudest), final=True)
+        pad = np.repeat(self._levels[-1:], self.context_steps)
+        probabilities = _sigmoid(self.net.flush())
+        out = self._smooth(self._gate(probabilities, np.concatenate([self._levels, pad])),
+                           final=True)  # fmt: skip
         self.reset()
         return out
-
-
-def _levels_max(levels: np.ndarray) -> np.ndarray:
-    if levels.size < WINDOW_STEPS:
-        return np.zeros(0, dtype=np.float32)
-    return _window_max(levels[:, None])[:, 0]

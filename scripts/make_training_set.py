@@ -335,7 +335,7 @@ def plan_tasks(
 
 def build(
     corpus: Path, out: Path, seed: int = 1, jobs: int = 2, val_fraction: float = 0.2,
-    dog_copies: int = 5, other_copies: int = 4, extra_negatives: int = 800, val_copies: int = 2,
+    dog_copies: int = 8, other_copies: int = 5, extra_negatives: int = 1000, val_copies: int = 2,
 ) -> None:  # fmt: skip
     """Write the training set for ``corpus`` to ``out``."""
     clips = read_manifest(corpus)
@@ -344,8 +344,14 @@ def build(
                        val_copies)  # fmt: skip
     log.info("%d clips, %d streams to make with %d jobs", len(clips), len(tasks), jobs)
     started = time.monotonic()
+    results = []
     with multiprocessing.Pool(jobs, _init_worker, (clips, pools)) as pool:
-        results = pool.map(make_stream, tasks, chunksize=8)
+        for result in pool.imap(make_stream, tasks, chunksize=8):
+            results.append(result)
+            if len(results) % 500 == 0 or len(results) == len(tasks):
+                elapsed = time.monotonic() - started
+                log.info("%d/%d streams, %.0f s, about %.0f s to go", len(results), len(tasks),
+                         elapsed, elapsed * (len(tasks) - len(results)) / len(results))
     mels = [r[0] for r in results]
     offsets = np.cumsum([0] + [m.shape[0] for m in mels])
     np.savez_compressed(
@@ -372,9 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--val-fraction", type=float, default=0.2)
-    parser.add_argument("--dog-copies", type=int, default=5, help="augmented copies per dog clip")
-    parser.add_argument("--other-copies", type=int, default=4, help="copies per other clip")
-    parser.add_argument("--extra-negatives", type=int, default=800,
+    parser.add_argument("--dog-copies", type=int, default=8, help="augmented copies per dog clip")
+    parser.add_argument("--other-copies", type=int, default=5, help="copies per other clip")
+    parser.add_argument("--extra-negatives", type=int, default=1000,
                         help="background-only and synthetic streams")  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

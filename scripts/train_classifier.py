@@ -37,10 +37,13 @@ for path in (ROOT, ROOT / "scripts"):
 import make_training_set  # noqa: E402
 
 from analyzer.classifier import (  # noqa: E402
-    N_FEATURES,
+    N_BANDS,
+    N_CHANNELS,
     DogClassifier,
     DogModel,
-    features_of_stream,
+    Layer,
+    inputs_of_stream,
+    logits_of_stream,
 )
 from analyzer.config import DetectorSettings  # noqa: E402
 from analyzer.evaluate import average_precision, event_counts  # noqa: E402
@@ -49,8 +52,7 @@ from analyzer.events import EventTracker  # noqa: E402
 log = logging.getLogger("train_classifier")
 
 HOP_S = 0.02
-HIDDEN = (64, 32)
-NEGATIVE_STRIDE = 2  # keep every 2nd negative training step (they are plentiful and alike)
+BATCH = 64
 SNR_BINS = [(-5.0, 0.0), (0.0, 10.0), (10.0, 20.01), (float("inf"), float("inf"))]
 
 
@@ -102,26 +104,187 @@ def recall_at_far(labels: np.ndarray, scores: np.ndarray, far: float) -> tuple[f
     return float(np.mean(scores[labels] > threshold)), threshold
 
 
-def fit_mlp(x: np.ndarray, y: np.ndarray, weight: np.ndarray, seed: int, epochs: int) -> Any:
-    from sklearn.neural_network import MLPClassifier
+# Network layout: (kind, out channels, kernel over time, dilation, band pooling); conv2d
+# kernels are 3 bands x 3 steps. Cost is ~54k multiply-adds per 20 ms step (see the card).
+ARCHITECTURE = (
+    ("conv2d", 8, 1, 1, 2),
+    ("conv2d", 16, 3, 1, 2),
+    ("conv2d", 16, 3, 1, 2),
+    ("conv1d", 32, 3, 2, 1),
+    ("conv1d", 32, 3, 4, 1),
+    ("conv1d", 32, 3, 8, 1),
+    ("conv1d", 32, 3, 16, 1),
+    ("conv1d", 1, 1, 1, 1),
+)
+EPOCHS = 40
+MIL_WEIGHT = 0.5  # weight of the per-crop loss on the crop's highest score (see fit_network)
+CROP_STEPS = 256  # scored steps per training crop (5.1 s)
 
-    mlp = MLPClassifier(hidden_layer_sizes=HIDDEN, alpha=1e-2, batch_size=512,
-                        learning_rate_init=1e-3, max_iter=epochs, random_state=seed,
-                        shuffle=True, tol=1e-5, n_iter_no_change=epochs, verbose=False)  # fmt: skip
-    try:
-        mlp.fit(x, y, sample_weight=weight)
-    except TypeError:  # scikit-learn before 1.7: no sample weights for MLPs
-        mlp.fit(x, y)
-    return mlp
+
+def context_steps(architecture: tuple[tuple[str, int, int, int, int], ...] = ARCHITECTURE) -> int:
+    """Steps of context either side of a scored step (no padding in time)."""
+    return sum((kernel - 1) * dilation for _, _, kernel, dilation, _ in architecture) // 2
 
 
-def export(mlp: Any, mean: np.ndarray, scale: np.ndarray, metadata: dict[str, Any]) -> DogModel:
-    weights = tuple(np.asarray(w, dtype=np.float32) for w in mlp.coefs_)
-    biases = tuple(np.asarray(b, dtype=np.float32) for b in mlp.intercepts_)
-    digest = hashlib.sha256(b"".join(w.tobytes() for w in weights + biases)).hexdigest()[:8]
-    version = f"dog-mlp-1.0-{digest}"
-    return DogModel(version, mean.astype(np.float32), scale.astype(np.float32), weights, biases,
-                    {**metadata, "version": version})  # fmt: skip
+def build_network(architecture: tuple[tuple[str, int, int, int, int], ...] = ARCHITECTURE) -> Any:
+    """The torch twin of :class:`analyzer.classifier.ConvNet` (batch norm folded at export)."""
+    import torch
+    from torch import nn
+
+    blocks: list[nn.Module] = []
+    channels, bands = N_CHANNELS, N_BANDS
+    flat = False
+    for i, (kind, out, kernel, dilation, pool) in enumerate(architecture):
+        last = i == len(architecture) - 1
+        if kind == "conv2d":
+            blocks += [nn.Conv2d(channels, out, (3, kernel), padding=(1, 0), dilation=(1, dilation)),
+                       nn.BatchNorm2d(out), nn.ReLU(), nn.MaxPool2d((pool, 1))]
+            bands //= pool
+        else:
+            if not flat:
+                blocks.append(nn.Flatten(1, 2))  # (batch, channels * bands, time), channel-major
+                channels, flat = channels * bands, True
+            blocks.append(nn.Conv1d(channels, out, kernel, dilation=dilation))
+            if not last:
+                blocks += [nn.BatchNorm1d(out), nn.ReLU(), nn.Dropout(0.1)]
+        channels = out
+    torch.manual_seed(0)
+    return nn.Sequential(*blocks)
+
+
+def export_network(net: Any, metadata: dict[str, Any]) -> DogModel:
+    """Fold each batch norm into the convolution before it and write numpy layers."""
+    from torch import nn
+
+    layers: list[Layer] = []
+    modules = list(net)
+    for i, module in enumerate(modules):
+        if not isinstance(module, (nn.Conv2d, nn.Conv1d)):
+            continue
+        weight = module.weight.detach().double().numpy()
+        bias = module.bias.detach().double().numpy()
+        after = modules[i + 1] if i + 1 < len(modules) else None
+        if isinstance(after, (nn.BatchNorm2d, nn.BatchNorm1d)):
+            scale = (after.weight / (after.running_var + after.eps).sqrt()).detach().double().numpy()
+            shift = after.bias.detach().double().numpy() - after.running_mean.detach().double().numpy() * scale
+            weight = weight * scale.reshape(-1, *([1] * (weight.ndim - 1)))
+            bias = bias * scale + shift
+        pool = 1
+        if isinstance(module, nn.Conv2d):
+            pools = [m for m in modules[i + 1 : i + 4] if isinstance(m, nn.MaxPool2d)]
+            pool = int(pools[0].kernel_size[0]) if pools else 1
+        dilation = int(module.dilation[-1])
+        layers.append(Layer("conv2d" if isinstance(module, nn.Conv2d) else "conv1d",
+                            weight.astype(np.float32), bias.astype(np.float32), dilation, pool))
+    digest = hashlib.sha256(b"".join(la.weight.tobytes() + la.bias.tobytes()
+                                     for la in layers)).hexdigest()[:8]
+    version = f"dog-cnn-2.0-{digest}"
+    return DogModel(version, tuple(layers), {**metadata, "version": version})
+
+
+def stream_inputs(mel: np.ndarray, offsets: np.ndarray, context: int) -> list[np.ndarray]:
+    """Network inputs of every stream (as the live scorer computes them), padded at both ends
+    with ``context`` copies of the first and last row as the streaming scorer pads them."""
+    out = []
+    for i in range(len(offsets) - 1):
+        x = inputs_of_stream(mel[offsets[i] : offsets[i + 1]].astype(np.float32))
+        out.append(np.concatenate([np.repeat(x[:1], context, 0), x, np.repeat(x[-1:], context, 0)]).astype(np.float16))
+    return out
+
+
+def _crop(rng: np.random.Generator, x: np.ndarray, lab: np.ndarray, context: int
+          ) -> tuple[np.ndarray, np.ndarray]:
+    """A random crop of CROP_STEPS scored steps (with context); short streams are padded with
+    their last row and the padded steps ignored. Dog streams are cropped around their dog steps."""
+    n = lab.size
+    if n > CROP_STEPS:
+        dog = np.flatnonzero(lab == 1)
+        if dog.size and rng.random() < 0.8:
+            centre = int(rng.choice(dog))
+            start = int(np.clip(centre - rng.integers(0, CROP_STEPS), 0, n - CROP_STEPS))
+        else:
+            start = int(rng.integers(0, n - CROP_STEPS + 1))
+        return x[start : start + CROP_STEPS + 2 * context], lab[start : start + CROP_STEPS]
+    pad = CROP_STEPS - n
+    xs = np.concatenate([x, np.repeat(x[-1:], pad, 0)])
+    return xs, np.concatenate([lab, np.full(pad, -1, np.int8)])
+
+
+def _augment(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
+    """Feature-level augmentation: a shift of one band (pitch), band and time masks."""
+    x = x.astype(np.float32)
+    shift = int(rng.integers(-1, 2))
+    if shift:
+        x = np.roll(x, shift, axis=1)
+        x[:, 0 if shift > 0 else -1] = x[:, 1 if shift > 0 else -2]
+    if rng.random() < 0.5:
+        f0, width = int(rng.integers(0, N_BANDS)), int(rng.integers(1, 5))
+        x[:, f0 : f0 + width] = 0.0
+    if rng.random() < 0.5:
+        t0, width = int(rng.integers(0, x.shape[0])), int(rng.integers(2, 12))
+        x[t0 : t0 + width] = 0.0
+    return x
+
+
+def fit_network(inputs: list[np.ndarray], labels: list[np.ndarray], seed: int, epochs: int,
+                val: tuple[list[np.ndarray], list[np.ndarray], list[bool]] | None = None) -> Any:
+    """Train the network on random crops (per-step logistic loss, unknown steps ignored)."""
+    import torch
+
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    net = build_network()
+    context = context_steps()
+    optimiser = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-3)
+    steps_per_epoch = max(1, len(inputs) // BATCH)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, 3e-3, total_steps=epochs * steps_per_epoch)
+    dog_streams = [i for i, lab in enumerate(labels) if (lab == 1).any()]
+    other_streams = [i for i, lab in enumerate(labels) if not (lab == 1).any()]
+    for epoch in range(epochs):
+        net.train()
+        started = time.monotonic()
+        total = 0.0
+        for _ in range(steps_per_epoch):
+            chosen = np.concatenate([rng.choice(dog_streams, BATCH // 2),
+                                     rng.choice(other_streams, BATCH - BATCH // 2)])
+            crops = [_crop(rng, inputs[i], labels[i], context) for i in chosen]
+            xb = torch.from_numpy(np.stack([_augment(rng, c[0]) for c in crops]).transpose(0, 3, 2, 1).copy())
+            yb = torch.from_numpy(np.stack([c[1] for c in crops]).astype(np.float32))
+            logits = net(xb)[:, 0]
+            known = yb >= 0
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(logits[known], yb[known])
+            # Multiple-instance term: a crop's highest score should say whether it holds a dog.
+            # It aims the training at the one loud spike that would raise a false alarm.
+            highest = logits.masked_fill(~known, -1e4).max(dim=1).values
+            judged = known.any(dim=1)
+            target = (yb == 1).any(dim=1).float()
+            loss = loss + MIL_WEIGHT * torch.nn.functional.binary_cross_entropy_with_logits(
+                highest[judged], target[judged])
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+            schedule.step()
+            total += float(loss.detach())
+        message = f"epoch {epoch + 1}/{epochs}: loss {total / steps_per_epoch:.4f}, {time.monotonic() - started:.0f} s"
+        if val is not None:
+            message += f", held-out clip AUPRC {_clip_auprc(net, *val):.4f}"
+        log.info(message)
+    net.eval()
+    return net
+
+
+def _clip_auprc(net: Any, inputs: list[np.ndarray], labels: list[np.ndarray], is_dog: list[bool]) -> float:
+    import torch
+
+    net.eval()
+    scores = []
+    with torch.no_grad():
+        for x in inputs:
+            z = net(torch.from_numpy(x.astype(np.float32).transpose(2, 1, 0)[None].copy()))[0, 0].numpy()
+            p = 1 / (1 + np.exp(-z))
+            scores.append(float(np.convolve(p, np.ones(5) / 5, mode="same").max()))
+    net.train()
+    return average_precision(np.array(is_dog), np.array(scores))
 
 
 def licence_counts(corpus: Path) -> dict[str, int]:
@@ -227,34 +390,6 @@ def validate(
     }
 
 
-def compare_models(
-    x: np.ndarray, y: np.ndarray, xv: np.ndarray, yv: np.ndarray, seed: int
-) -> dict[str, Any]:
-    """Logistic regression and gradient boosting on the same features (step AUPRC, speed)."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-    from sklearn.linear_model import LogisticRegression
-
-    rng = np.random.default_rng(seed)
-    sub = rng.choice(x.shape[0], min(200_000, x.shape[0]), replace=False)
-    out: dict[str, Any] = {}
-    for name, model in (
-        ("logistic regression", LogisticRegression(C=1.0, max_iter=300)),
-        ("gradient boosting (200 trees, 31 leaves)",
-         HistGradientBoostingClassifier(max_iter=200, random_state=seed)),
-    ):  # fmt: skip
-        started = time.perf_counter()
-        model.fit(x[sub], y[sub])
-        fit_s = time.perf_counter() - started
-        started = time.perf_counter()
-        p = model.predict_proba(xv)[:, 1]
-        us_per_step = (time.perf_counter() - started) / xv.shape[0] * 1e6
-        out[name] = {"step_auprc": round(average_precision(yv, p), 4),
-                     "fit_s_on_200k_steps": round(fit_s, 1),
-                     "predict_us_per_step": round(us_per_step, 3)}  # fmt: skip
-        log.info("%s: %s", name, out[name])
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, required=True, help="folder with manifest.csv")
@@ -262,59 +397,54 @@ def main(argv: list[str] | None = None) -> int:
                         help="training set (built here if missing)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=ROOT / "models" / "dog_classifier.npz")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--epochs", type=int, default=12)
+    parser.add_argument("--epochs", type=int, default=EPOCHS)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--compare", action="store_true", help="also fit LR and GBDT")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads for training")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("sensor.frames").setLevel(logging.ERROR)
+    import torch
+
+    torch.set_num_threads(args.threads)
     started = time.monotonic()
     if not args.trainset.exists():
         make_training_set.build(args.corpus, args.trainset, seed=args.seed, jobs=args.jobs)
     mel, labels, offsets, meta, config = load_trainset(args.trainset)
     log.info("%d streams, %.2f h", len(meta), mel.shape[0] * HOP_S / 3600)
-    features = np.empty((mel.shape[0], N_FEATURES), dtype=np.float32)
-    for i in range(len(meta)):
-        features[offsets[i] : offsets[i + 1]] = features_of_stream(
-            mel[offsets[i] : offsets[i + 1]].astype(np.float32))  # fmt: skip
-    log.info("features done at %.0f s", time.monotonic() - started)
-    split = np.repeat(np.array([m["split"] for m in meta]), np.diff(offsets))
-    rng = np.random.default_rng(args.seed)
-    train = (split == "train") & (labels >= 0)
-    train &= (labels == 1) | (rng.random(labels.size) < 1.0 / NEGATIVE_STRIDE)
-    x, y = features[train], labels[train] == 1
-    mean = x.mean(axis=0)
-    scale = 1.0 / np.maximum(x.std(axis=0), 1e-3)
-    xs = (x - mean) * scale
-    # Balance the classes: the dog steps weigh as much, in total, as the others.
-    weight = np.where(y, 0.5 / y.mean(), 0.5 / (1.0 - y.mean()))
-    log.info("training on %d steps (%.1f %% dog)", y.size, 100 * y.mean())
+    context = context_steps()
+    inputs = stream_inputs(mel, offsets, context)
+    stream_labels = [labels[offsets[i] : offsets[i + 1]] for i in range(len(meta))]
+    log.info("inputs done at %.0f s", time.monotonic() - started)
+    train = [i for i, m in enumerate(meta) if m["split"] == "train"]
+    val = [i for i, m in enumerate(meta) if m["split"] == "val"]
     fit_started = time.monotonic()
-    mlp = fit_mlp(xs, y, weight, args.seed, args.epochs)
+    net = fit_network([inputs[i] for i in train], [stream_labels[i] for i in train], args.seed,
+                      args.epochs, ([inputs[i] for i in val], [stream_labels[i] for i in val],
+                                    [bool(meta[i]["is_dog"]) for i in val]))  # fmt: skip
     fit_s = time.monotonic() - fit_started
-    log.info("MLP fitted in %.0f s", fit_s)
-    settings = DetectorSettings()
+    log.info("network fitted in %.0f s", fit_s)
     metadata = {
-        "trained_on": str(args.corpus), "trainset_config": config, "hidden_layers": list(HIDDEN),
-        "epochs": args.epochs, "seed": args.seed, "training_steps": int(y.size),
-        "feature_count": N_FEATURES,
+        "trained_on": str(args.corpus), "trainset_config": config,
+        "architecture": [list(layer) for layer in ARCHITECTURE], "epochs": args.epochs,
+        "seed": args.seed, "training_streams": len(train), "torch": torch.__version__,
     }  # fmt: skip
-    model = export(mlp, mean, scale, metadata)
+    model = export_network(net, metadata)
+    check = val[0]
+    with torch.no_grad():
+        reference = net(torch.from_numpy(inputs[check].astype(np.float32).transpose(2, 1, 0)
+                                         [None].copy()))[0, 0].numpy()  # fmt: skip
+    numpy_logits = logits_of_stream(model, inputs[check][context:-context].astype(np.float32))
+    log.info("numpy export vs torch: max logit difference %.2e",
+             float(np.abs(numpy_logits - reference).max()))  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     model.save(args.out)
     log.info("wrote %s (%s, %d bytes)", args.out, model.version, args.out.stat().st_size)
+    settings = DetectorSettings()
     metrics = validate(model, mel, labels, offsets, meta, settings, args.seed)
-    valid = (split == "val") & (labels >= 0)
-    if args.compare:
-        mlp_p = model.probabilities(features[valid])
-        metrics["model_comparison"] = {
-            "MLP 64-32 (chosen)": {"step_auprc_unsmoothed": round(
-                average_precision(labels[valid] == 1, mlp_p), 4), "fit_s": round(fit_s, 1)},
-            **compare_models(xs, y, (features[valid] - mean) * scale, labels[valid] == 1,
-                             args.seed),
-        }  # fmt: skip
+    split = np.repeat(np.array([m["split"] for m in meta]), np.diff(offsets))
     metrics.update({"model_version": model.version, "licences": licence_counts(args.corpus),
                     "training_hours": round(float(np.sum(split == "train")) * HOP_S / 3600, 2),
+                    "fit_seconds": round(fit_s),
                     "train_seconds_total": round(time.monotonic() - started),
                     "settings": {k: getattr(settings, k) for k in settings.__dataclass_fields__},
                     })  # fmt: skip

@@ -9,14 +9,23 @@ import numpy as np
 import pytest
 import soundfile
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from analyzer.classifier import (
     DEFAULT_MODEL_PATH,
-    N_FEATURES,
+    N_BANDS,
+    N_CHANNELS,
+    ClassifierError,
+    ConvNet,
     DogClassifier,
-    StepFeatures,
+    DogModel,
+    Layer,
+    StepInputs,
     cached_model,
-    features_of_stream,
+    inputs_of_stream,
     load_model,
+    logits_of_stream,
 )
 from analyzer.config import DetectorSettings
 from analyzer.detector import MODEL_VERSION
@@ -111,7 +120,7 @@ def test_model_file_loads_without_pickle_and_its_version_is_in_the_output(excerp
     with np.load(DEFAULT_MODEL_PATH, allow_pickle=False) as data:
         assert str(data["version"]) == model.version
     assert model.version == MODEL_VERSION
-    assert model.weights[0].shape[0] == N_FEATURES
+    assert model.layers[0].weight.shape[1] == N_CHANNELS
     document = analyze_file(excerpt, full_scale_db=100.0)
     assert document["model_version"] == model.version
     _, frames = frames_of_file(excerpt, 100.0)
@@ -127,13 +136,101 @@ def test_the_same_input_gives_the_same_events_every_run(excerpt: Path) -> None:
     assert first["max_dog_score"] == second["max_dog_score"]
 
 
-def test_features_do_not_depend_on_how_the_stream_is_cut() -> None:
+def test_inputs_do_not_depend_on_how_the_stream_is_cut_into_frames() -> None:
     rows = np.random.default_rng(5).normal(50.0, 8.0, (173, 64)).astype(np.float32)
-    whole = features_of_stream(rows)
-    extractor = StepFeatures()
-    parts = [extractor.process(rows[i : i + 50]) for i in range(0, 173, 50)]
-    assert np.array_equal(np.concatenate(parts + [extractor.flush()]), whole)
-    assert whole.shape == (173, N_FEATURES)
+    whole = inputs_of_stream(rows)
+    steps = StepInputs()
+    parts = [steps.process(rows[i : i + 50]) for i in range(0, 173, 50)]
+    assert np.array_equal(np.concatenate(parts), whole)
+    assert whole.shape == (173, N_BANDS, N_CHANNELS)
+    # Relative inputs: a calibration offset moves nothing.
+    assert np.allclose(inputs_of_stream(rows + 30.0), whole, atol=1e-5)
+
+
+def _random_model(seed: int) -> DogModel:
+    """A small network of every layer kind: band pooling, time dilation, flattening."""
+    rng = np.random.default_rng(seed)
+
+    def layer(kind: str, shape: tuple[int, ...], dilation: int = 1, pool: int = 1) -> Layer:
+        return Layer(kind, rng.normal(0, 0.5, shape).astype(np.float32),
+                     rng.normal(0, 0.1, shape[0]).astype(np.float32), dilation, pool)  # fmt: skip
+
+    return DogModel("test", (
+        layer("conv2d", (3, N_CHANNELS, 3, 3), 1, 2),
+        layer("conv2d", (4, 3, 5, 2), 2, 4),
+        layer("conv1d", (5, 4 * N_BANDS // 8, 3), 2),
+        layer("conv1d", (1, 5, 1)),
+    ), {})  # fmt: skip
+
+
+def _reference_logits(model: DogModel, inputs: np.ndarray) -> np.ndarray:
+    """Brute force, one multiply-add sweep per weight, in torch's (channel, band, time) layout;
+    the stream's ends padded with copies of its first and last row."""
+    c = model.context_steps
+    x = np.concatenate([np.repeat(inputs[:1], c, 0), inputs, np.repeat(inputs[-1:], c, 0)])
+    a = x.transpose(2, 1, 0).astype(np.float64)
+    for i, layer in enumerate(model.layers):
+        w, d = layer.weight.astype(np.float64), layer.dilation
+        if layer.kind == "conv2d":
+            half, bands = w.shape[2] // 2, a.shape[1]
+            padded = np.pad(a, ((0, 0), (half, half), (0, 0)))
+            n = a.shape[2] - (w.shape[3] - 1) * d
+            out = np.zeros((w.shape[0], bands, n))
+            for o, ci, u, j in np.ndindex(*w.shape):
+                out[o] += w[o, ci, u, j] * padded[ci, u : u + bands, j * d : j * d + n]
+            out += layer.bias[:, None, None]
+            out = np.maximum(out, 0.0)
+            a = out.reshape(w.shape[0], bands // layer.pool, layer.pool, n).max(axis=2)
+        else:
+            a = a.reshape(-1, a.shape[-1])
+            n = a.shape[1] - (w.shape[2] - 1) * d
+            out = np.zeros((w.shape[0], n))
+            for o, ci, j in np.ndindex(*w.shape):
+                out[o] += w[o, ci, j] * a[ci, j * d : j * d + n]
+            out += layer.bias[:, None]
+            a = out if i == len(model.layers) - 1 else np.maximum(out, 0.0)
+    return a[0]
+
+
+def test_the_network_computes_what_brute_force_convolution_computes() -> None:
+    model = _random_model(1)
+    inputs = np.random.default_rng(2).random((61, N_BANDS, N_CHANNELS)).astype(np.float32)
+    expected = _reference_logits(model, inputs)
+    assert expected.shape == (61,)
+    assert np.allclose(logits_of_stream(model, inputs), expected, atol=1e-4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(cuts=st.lists(st.integers(1, 40), min_size=1, max_size=12), steps=st.integers(1, 120))
+def test_the_network_streams_exactly_however_the_rows_arrive(cuts: list[int], steps: int) -> None:
+    model = _random_model(3)
+    inputs = np.random.default_rng(steps).random((steps, N_BANDS, N_CHANNELS)).astype(np.float32)
+    whole = logits_of_stream(model, inputs)
+    net, parts, start = ConvNet(model), [], 0
+    for size in cuts * (steps // sum(cuts) + 1):
+        if start >= steps:
+            break
+        parts.append(net.process(inputs[start : start + size]))
+        start += size
+    streamed = np.concatenate(parts + [net.flush()])
+    assert streamed.shape == (steps,)
+    assert np.allclose(streamed, whole, atol=1e-5)
+
+
+def test_a_model_file_that_does_not_fit_is_refused_with_a_reason(tmp_path: Path) -> None:
+    good = _random_model(4)
+    wrong = DogModel("bad", (good.layers[0], good.layers[2], good.layers[3]), {})
+    wrong.save(tmp_path / "wrong.npz")
+    with pytest.raises(ClassifierError, match="conv1d weight"):
+        load_model(tmp_path / "wrong.npz")
+    np.savez(tmp_path / "old.npz", version=np.array("dog-mlp-1.0"), w0=np.zeros((3, 3)))
+    with pytest.raises(ClassifierError, match="retrain"):
+        load_model(tmp_path / "old.npz")
+    (tmp_path / "corrupt.npz").write_bytes(b"PK\x03\x04 not a zip")
+    with pytest.raises(ClassifierError, match="cannot load"):
+        load_model(tmp_path / "corrupt.npz")
+    good.save(tmp_path / "good.npz")
+    assert load_model(tmp_path / "good.npz").context_steps == good.context_steps == 4
 
 
 def test_scorer_returns_one_score_per_step_delayed_and_flushed() -> None:
