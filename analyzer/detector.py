@@ -2,9 +2,9 @@
 
 ``analyzer.classifier`` holds the features, the model and the streaming scorer; this module
 only chooses the model file from :class:`DetectorSettings` and names the bundled model's
-version (``MODEL_VERSION``, loaded on first use). It replaced the first, simple bark-band
-prominence detector, which flagged any sudden sound between 400 Hz and 4 kHz; the classifier
-still raises false alarms on birds, chickens, clicks and sirens (models/MODEL_CARD.md).
+version (``MODEL_VERSION``, loaded on first use). The bundled model is a small convolutional
+network; it still raises false alarms on gulls, chickens, children and sirens, and misses
+distant barks (models/MODEL_CARD.md).
 """
 
 from __future__ import annotations

@@ -1,16 +1,17 @@
 """Train the dog-vocalization classifier, validate it on held-out recordings, write its card.
 
     python scripts/train_classifier.py --corpus /work/shared/corpus/train \\
-        [--trainset /tmp/trainset.npz] [--out models/dog_classifier.npz] [--seed 1] [--compare]
+        [--trainset /tmp/trainset.npz] [--out models/dog_classifier.npz] [--seed 1]
 
 One seeded command: builds the training set with scripts/make_training_set.py when
-``--trainset`` does not exist yet (a few minutes on 2 cores), computes the classifier's
-features with ``analyzer.classifier`` (the code the analyzer runs), trains a small
-multilayer perceptron with scikit-learn (training only; inference is numpy), exports its
-weights to a plain ``.npz``, validates on the held-out groups with the streaming scorer and
-the event tracker exactly as deployed, and writes ``models/MODEL_CARD.md`` and
-``models/dog_classifier.metrics.json``. ``--compare`` also fits logistic regression and
-gradient boosting on the same data and reports them (the card's model-choice table).
+``--trainset`` does not exist yet (about 26 minutes on 2 cores), computes the network's inputs
+with ``analyzer.classifier`` (the code the analyzer runs), trains the small convolutional
+network with PyTorch on random 5 s crops (per-step logistic loss plus a loss on each crop's
+highest score, feature-level band shifts and masks), folds its batch norms and exports it to a
+plain ``.npz`` that numpy runs, checks the export against PyTorch, validates on the held-out
+groups with the streaming scorer and the event tracker exactly as deployed, and writes
+``models/dog_classifier.metrics.json``. PyTorch is a training-only dependency (``[train]``).
+Seeded (numpy and torch generators); whether two runs give bit-identical weights was not checked.
 """
 
 from __future__ import annotations
