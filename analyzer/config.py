@@ -46,8 +46,10 @@ class DetectorSettings:
         0.1, "centred moving average of step scores, s (adds half of it to the delay)", 0.0, 2.0
     )
     min_band_level_db: float = setting(
-        0.0, "steps whose loudest mel band (within the model's context) is below this, dB SPL, score 0",
-        -100.0, 100.0,
+        0.0,
+        "steps whose loudest mel band (over the model's context) is below this, dB SPL, score 0",
+        -100.0,
+        100.0,
     )
     on_threshold: float = setting(0.9, "score that opens an event", 0.0, 1.0)
     off_threshold: float = setting(0.7, "score below which an event closes", 0.0, 1.0)

@@ -138,8 +138,12 @@ def build_network(architecture: tuple[tuple[str, int, int, int, int], ...] = ARC
     for i, (kind, out, kernel, dilation, pool) in enumerate(architecture):
         last = i == len(architecture) - 1
         if kind == "conv2d":
-            blocks += [nn.Conv2d(channels, out, (3, kernel), padding=(1, 0), dilation=(1, dilation)),
-                       nn.BatchNorm2d(out), nn.ReLU(), nn.MaxPool2d((pool, 1))]
+            blocks += [
+                nn.Conv2d(channels, out, (3, kernel), padding=(1, 0), dilation=(1, dilation)),
+                nn.BatchNorm2d(out),
+                nn.ReLU(),
+                nn.MaxPool2d((pool, 1)),
+            ]
             bands //= pool
         else:
             if not flat:
@@ -166,8 +170,13 @@ def export_network(net: Any, metadata: dict[str, Any]) -> DogModel:
         bias = module.bias.detach().double().numpy()
         after = modules[i + 1] if i + 1 < len(modules) else None
         if isinstance(after, (nn.BatchNorm2d, nn.BatchNorm1d)):
-            scale = (after.weight / (after.running_var + after.eps).sqrt()).detach().double().numpy()
-            shift = after.bias.detach().double().numpy() - after.running_mean.detach().double().numpy() * scale
+            scale = (
+                (after.weight / (after.running_var + after.eps).sqrt()).detach().double().numpy()
+            )
+            shift = (
+                after.bias.detach().double().numpy()
+                - after.running_mean.detach().double().numpy() * scale
+            )
             weight = weight * scale.reshape(-1, *([1] * (weight.ndim - 1)))
             bias = bias * scale + shift
         pool = 1
@@ -175,10 +184,18 @@ def export_network(net: Any, metadata: dict[str, Any]) -> DogModel:
             pools = [m for m in modules[i + 1 : i + 4] if isinstance(m, nn.MaxPool2d)]
             pool = int(pools[0].kernel_size[0]) if pools else 1
         dilation = int(module.dilation[-1])
-        layers.append(Layer("conv2d" if isinstance(module, nn.Conv2d) else "conv1d",
-                            weight.astype(np.float32), bias.astype(np.float32), dilation, pool))
-    digest = hashlib.sha256(b"".join(la.weight.tobytes() + la.bias.tobytes()
-                                     for la in layers)).hexdigest()[:8]
+        layers.append(
+            Layer(
+                "conv2d" if isinstance(module, nn.Conv2d) else "conv1d",
+                weight.astype(np.float32),
+                bias.astype(np.float32),
+                dilation,
+                pool,
+            )
+        )
+    digest = hashlib.sha256(
+        b"".join(la.weight.tobytes() + la.bias.tobytes() for la in layers)
+    ).hexdigest()[:8]
     version = f"dog-cnn-2.0-{digest}"
     return DogModel(version, tuple(layers), {**metadata, "version": version})
 
@@ -189,12 +206,17 @@ def stream_inputs(mel: np.ndarray, offsets: np.ndarray, context: int) -> list[np
     out = []
     for i in range(len(offsets) - 1):
         x = inputs_of_stream(mel[offsets[i] : offsets[i + 1]].astype(np.float32))
-        out.append(np.concatenate([np.repeat(x[:1], context, 0), x, np.repeat(x[-1:], context, 0)]).astype(np.float16))
+        out.append(
+            np.concatenate([np.repeat(x[:1], context, 0), x, np.repeat(x[-1:], context, 0)]).astype(
+                np.float16
+            )
+        )
     return out
 
 
-def _crop(rng: np.random.Generator, x: np.ndarray, lab: np.ndarray, context: int
-          ) -> tuple[np.ndarray, np.ndarray]:
+def _crop(
+    rng: np.random.Generator, x: np.ndarray, lab: np.ndarray, context: int
+) -> tuple[np.ndarray, np.ndarray]:
     """A random crop of CROP_STEPS scored steps (with context); short streams are padded with
     their last row and the padded steps ignored. Dog streams are cropped around their dog steps."""
     n = lab.size
@@ -227,8 +249,13 @@ def _augment(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
     return x
 
 
-def fit_network(inputs: list[np.ndarray], labels: list[np.ndarray], seed: int, epochs: int,
-                val: tuple[list[np.ndarray], list[np.ndarray], list[bool]] | None = None) -> Any:
+def fit_network(
+    inputs: list[np.ndarray],
+    labels: list[np.ndarray],
+    seed: int,
+    epochs: int,
+    val: tuple[list[np.ndarray], list[np.ndarray], list[bool]] | None = None,
+) -> Any:
     """Train the network on random crops (per-step logistic loss, unknown steps ignored)."""
     import torch
 
@@ -238,7 +265,9 @@ def fit_network(inputs: list[np.ndarray], labels: list[np.ndarray], seed: int, e
     context = context_steps()
     optimiser = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-3)
     steps_per_epoch = max(1, len(inputs) // BATCH)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, 3e-3, total_steps=epochs * steps_per_epoch)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(
+        optimiser, 3e-3, total_steps=epochs * steps_per_epoch
+    )
     dog_streams = [i for i, lab in enumerate(labels) if (lab == 1).any()]
     other_streams = [i for i, lab in enumerate(labels) if not (lab == 1).any()]
     for epoch in range(epochs):
@@ -246,10 +275,13 @@ def fit_network(inputs: list[np.ndarray], labels: list[np.ndarray], seed: int, e
         started = time.monotonic()
         total = 0.0
         for _ in range(steps_per_epoch):
-            chosen = np.concatenate([rng.choice(dog_streams, BATCH // 2),
-                                     rng.choice(other_streams, BATCH - BATCH // 2)])
+            chosen = np.concatenate(
+                [rng.choice(dog_streams, BATCH // 2), rng.choice(other_streams, BATCH - BATCH // 2)]
+            )
             crops = [_crop(rng, inputs[i], labels[i], context) for i in chosen]
-            xb = torch.from_numpy(np.stack([_augment(rng, c[0]) for c in crops]).transpose(0, 3, 2, 1).copy())
+            xb = torch.from_numpy(
+                np.stack([_augment(rng, c[0]) for c in crops]).transpose(0, 3, 2, 1).copy()
+            )
             yb = torch.from_numpy(np.stack([c[1] for c in crops]).astype(np.float32))
             logits = net(xb)[:, 0]
             known = yb >= 0
@@ -260,13 +292,15 @@ def fit_network(inputs: list[np.ndarray], labels: list[np.ndarray], seed: int, e
             judged = known.any(dim=1)
             target = (yb == 1).any(dim=1).float()
             loss = loss + MIL_WEIGHT * torch.nn.functional.binary_cross_entropy_with_logits(
-                highest[judged], target[judged])
+                highest[judged], target[judged]
+            )
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
             schedule.step()
             total += float(loss.detach())
-        message = f"epoch {epoch + 1}/{epochs}: loss {total / steps_per_epoch:.4f}, {time.monotonic() - started:.0f} s"
+        elapsed = time.monotonic() - started
+        message = f"epoch {epoch + 1}/{epochs}: loss {total / steps_per_epoch:.4f}, {elapsed:.0f} s"
         if val is not None:
             message += f", held-out clip AUPRC {_clip_auprc(net, *val):.4f}"
         log.info(message)
@@ -274,14 +308,18 @@ def fit_network(inputs: list[np.ndarray], labels: list[np.ndarray], seed: int, e
     return net
 
 
-def _clip_auprc(net: Any, inputs: list[np.ndarray], labels: list[np.ndarray], is_dog: list[bool]) -> float:
+def _clip_auprc(
+    net: Any, inputs: list[np.ndarray], labels: list[np.ndarray], is_dog: list[bool]
+) -> float:
     import torch
 
     net.eval()
     scores = []
     with torch.no_grad():
         for x in inputs:
-            z = net(torch.from_numpy(x.astype(np.float32).transpose(2, 1, 0)[None].copy()))[0, 0].numpy()
+            z = net(torch.from_numpy(x.astype(np.float32).transpose(2, 1, 0)[None].copy()))[
+                0, 0
+            ].numpy()
             p = 1 / (1 + np.exp(-z))
             scores.append(float(np.convolve(p, np.ones(5) / 5, mode="same").max()))
     net.train()
@@ -323,8 +361,12 @@ def _event_counts_by_bin(
 def _prf(tp: int, fp: int, fn: int) -> dict[str, float | int]:
     p = tp / (tp + fp) if tp + fp else 1.0
     r = tp / (tp + fn) if tp + fn else 1.0
-    return {"precision": round(p, 4), "recall": round(r, 4),
-            "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0, "reference_events": tp + fn}
+    return {
+        "precision": round(p, 4),
+        "recall": round(r, 4),
+        "f1": round(2 * p * r / (p + r), 4) if p + r else 0.0,
+        "reference_events": tp + fn,
+    }
 
 
 def validate(
@@ -380,8 +422,9 @@ def validate(
         "clip_auprc": round(average_precision(y, s), 4),
         "clip_recall_at_2pct_far": round(recall2, 4),
         "clip_threshold_at_2pct_far": round(threshold2, 4),
-        "step_auprc": round(average_precision(np.concatenate(step_labels),
-                                              np.concatenate(step_scores)), 4),  # fmt: skip
+        "step_auprc": round(
+            average_precision(np.concatenate(step_labels), np.concatenate(step_scores)), 4
+        ),  # fmt: skip
         "step_dog_fraction": round(float(np.mean(np.concatenate(step_labels))), 4),
         "event_based_onset_collar_0.25s": event_f1,
         "non_dog_soundscape_hours": round(hours, 3),

@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
