@@ -4,7 +4,7 @@
 
 Frames come from the bundled demo recording (measured by the sensor code once, through the
 wire format), repeated to the requested length. Reports, per second of audio, the classifier
-alone (features + MLP + smoothing) and the whole per-device pipeline (classifier + event
+alone (inputs + network + smoothing) and the whole per-device pipeline (classifier + event
 tracker), as real-time factors (audio seconds per CPU second). BLAS is limited to one thread.
 """
 
