@@ -51,8 +51,8 @@ class DetectorSettings:
         -100.0,
         100.0,
     )
-    on_threshold: float = setting(0.9, "score that opens an event", 0.0, 1.0)
-    off_threshold: float = setting(0.7, "score below which an event closes", 0.0, 1.0)
+    on_threshold: float = setting(0.95, "score that opens an event", 0.0, 1.0)
+    off_threshold: float = setting(0.75, "score below which an event closes", 0.0, 1.0)
     min_duration_s: float = setting(0.1, "shortest event kept, s", 0.0, 10.0)
     merge_gap_s: float = setting(0.5, "events closer than this merge, s", 0.0, 30.0)
 
