@@ -1,9 +1,11 @@
 """Per-step dog scores become events: hysteresis, a minimum duration and a merge gap.
 
 The scores arrive already smoothed (``smoothing_s``, a centred moving average in
-``analyzer.classifier``). An event opens when a score reaches ``on_threshold`` and closes when
-it falls below ``off_threshold``; events closer than ``merge_gap_s`` become one; events
-shorter than ``min_duration_s`` are dropped. The confidence of an event is its peak score.
+``analyzer.classifier``). Double-threshold hysteresis: an event is a run of steps scoring at
+least ``off_threshold`` in which some step reaches ``on_threshold`` — it opens where the score
+rose above the off threshold (not where it first reached the on threshold) and closes where it
+falls below the off threshold; events closer than ``merge_gap_s`` become one; events shorter
+than ``min_duration_s`` are dropped. The confidence of an event is its peak score.
 
 Pure logic over arrays; times are capture times in ns so that live and offline analysis
 give the same events for the same frames.
@@ -48,6 +50,30 @@ class _Open:
     steps: int
     lafmax_db: float
 
+    def add(self, t1_ns: int, score: float, laeq_db: float, laf_db: float) -> None:
+        """Extend by one step ending at ``t1_ns``."""
+        self.offset_ns = t1_ns
+        self.peak_score = max(self.peak_score, score)
+        self.energy_sum += 10.0 ** (laeq_db / 10.0)
+        self.steps += 1
+        self.lafmax_db = max(self.lafmax_db, laf_db)
+
+    def absorb(self, other: _Open) -> None:
+        """Take in a later run of steps (a merge)."""
+        self.offset_ns = other.offset_ns
+        self.peak_score = max(self.peak_score, other.peak_score)
+        self.energy_sum += other.energy_sum
+        self.steps += other.steps
+        self.lafmax_db = max(self.lafmax_db, other.lafmax_db)
+
+
+def _run_of(start_ns: int, hop_ns: int, scores: np.ndarray, laeq_db: np.ndarray,
+            laf_db: np.ndarray) -> _Open:  # fmt: skip
+    """The steps given, as one run starting at ``start_ns``."""
+    return _Open(start_ns, start_ns + scores.size * hop_ns, float(scores.max()),
+                 float(np.sum(10.0 ** (laeq_db / 10.0))), int(scores.size),
+                 float(laf_db.max()))  # fmt: skip
+
 
 class EventTracker:
     """Turns per-step scores and levels into :class:`DogEvent` objects for one device."""
@@ -56,8 +82,9 @@ class EventTracker:
         self.device_id = device_id
         self.settings = settings
         self.model_version = model_version
-        self._current: _Open | None = None  # scores still above the off threshold
+        self._current: _Open | None = None  # reached the on threshold, still above the off one
         self._held: _Open | None = None  # ended, waiting to see whether the next one merges
+        self._rising: _Open | None = None  # above the off threshold, not yet at the on one
 
     def feed(
         self,
@@ -71,31 +98,56 @@ class EventTracker:
         done: list[DogEvent] = []
         hop_ns = round(hop_s * 1e9)
         s = self.settings
+        scores = np.asarray(scores, dtype=np.float64)
         if self._current is None and self._held is None and not np.any(scores >= s.on_threshold):
+            self._follow_rising(start_ns, hop_ns, scores, laeq_db, laf_db)
             return done  # nothing open and nothing opens: the common case, without a loop
+        gap_ns = s.merge_gap_s * 1e9
         for i, score in enumerate(scores):
             t0 = start_ns + i * hop_ns
             t1 = t0 + hop_ns
-            if self._held is not None and t0 - self._held.offset_ns >= s.merge_gap_s * 1e9:
-                done.extend(self._emit(self._held))
-                self._held = None
-            if self._current is None:
-                if score >= s.on_threshold:
-                    if self._held is not None:  # within the merge gap: continue that event
-                        self._current, self._held = self._held, None
-                        self._current.offset_ns = t1
-                    else:
-                        self._current = _Open(t0, t1, 0.0, 0.0, 0, -np.inf)
-            elif score < s.off_threshold:
-                self._held, self._current = self._current, None
             if self._current is not None:
-                c = self._current
-                c.offset_ns = t1
-                c.peak_score = max(c.peak_score, float(score))
-                c.energy_sum += float(10.0 ** (laeq_db[i] / 10.0))
-                c.steps += 1
-                c.lafmax_db = max(c.lafmax_db, float(laf_db[i]))
+                if score < s.off_threshold:
+                    self._held, self._current = self._current, None
+                else:
+                    self._current.add(t1, float(score), float(laeq_db[i]), float(laf_db[i]))
+                continue
+            if score >= s.off_threshold:
+                if self._rising is None:
+                    self._rising = _Open(t0, t0, 0.0, 0.0, 0, -np.inf)
+                self._rising.add(t1, float(score), float(laeq_db[i]), float(laf_db[i]))
+            else:
+                self._rising = None
+            held = self._held
+            if held is not None and t0 - held.offset_ns >= gap_ns and (
+                self._rising is None or self._rising.onset_ns - held.offset_ns >= gap_ns
+            ):
+                done.extend(self._emit(held))
+                self._held = None
+            if self._rising is not None and score >= s.on_threshold:
+                if self._held is not None:  # rose within the merge gap: continue that event
+                    self._held.absorb(self._rising)
+                    self._current, self._held = self._held, None
+                else:
+                    self._current = self._rising
+                self._rising = None
         return done
+
+    def _follow_rising(self, start_ns: int, hop_ns: int, scores: np.ndarray, laeq_db: np.ndarray,
+                       laf_db: np.ndarray) -> None:  # fmt: skip
+        """Keep the run of steps above the off threshold that ends these steps (none reach
+        the on threshold): an event that opens later starts where that run began."""
+        below = np.flatnonzero(scores < self.settings.off_threshold)
+        first = 0 if below.size == 0 else int(below[-1]) + 1
+        if first == scores.size:
+            self._rising = None
+            return
+        run = _run_of(start_ns + first * hop_ns, hop_ns, scores[first:], laeq_db[first:],
+                      laf_db[first:])  # fmt: skip
+        if first == 0 and self._rising is not None:
+            self._rising.absorb(run)
+        else:
+            self._rising = run
 
     def flush(self) -> list[DogEvent]:
         """End whatever is open (end of file, or a gap in the data)."""
@@ -103,7 +155,7 @@ class EventTracker:
         for pending in (self._held, self._current):
             if pending is not None:
                 done.extend(self._emit(pending))
-        self._held = self._current = None
+        self._held = self._current = self._rising = None
         return done
 
     def _emit(self, event: _Open) -> list[DogEvent]:

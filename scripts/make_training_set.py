@@ -13,8 +13,11 @@ reverberation, a random spectral tilt and resonance), placed into a real backgro
 recording (the manifest's ambience clips) at an SNR of -5..+20 dB with background before and
 after it, scaled to a random level over +-20 dB around -30 dBFS, and then measured by the
 sensor's own code (``sensor.frames.frames_from_samples`` at a nominal full scale of 100 dB
-SPL, through the wire format and back: float16 mel levels). Extra negatives: background-only
-streams and synthetic tones, sweeps, beeps and noise bursts.
+SPL, through the wire format and back: float16 mel levels). A fifth of the clip streams start
+with the clip itself (no background before it: files cut tight around a sound). Labels with
+few clips (birds and other animals, voices, growls, howls, whines) get up to three times the
+copies of the common ones. Extra negatives: background-only streams and synthetic tones,
+sweeps, beeps and noise bursts.
 
 Per-step labels come from the clean source's energy (high-passed at 150 Hz, per 20 ms): 1 (dog)
 where a dog clip stands 8 dB above its own floor (20th percentile), within 30 dB of its peak,
@@ -31,6 +34,7 @@ validation recording reaches training. The output ``.npz`` holds the mel rows of
 from __future__ import annotations
 
 import argparse
+import collections
 import csv
 import hashlib
 import json
@@ -65,6 +69,12 @@ LEVEL_RANGE_DBFS = (-50.0, -10.0)  # mixture RMS: about -30 dBFS +- 20 dB
 ACTIVE_BELOW_PEAK_DB = 30.0
 PROMINENT_DB = 8.0  # a bark stands this far above its clip's own floor
 MASKED_BELOW_BACKGROUND_DB = 6.0
+# Rare labels get more augmented copies (up to MAX_COPY_FACTOR times the base number) so that
+# the few birds, other animals, voices and non-bark dog sounds weigh more against the many
+# UrbanSound8K clips: copies = base x REFERENCE_CLIPS / clips with that label, within limits.
+REFERENCE_CLIPS = {True: 40, False: 35}  # dog, not dog
+MAX_COPY_FACTOR = 3
+NO_LEAD_IN_FRACTION = 0.2  # clip streams that start with the clip itself (files cut tight)
 # Labels of not-dog clips that are steady backgrounds worth mixing under other sounds.
 BACKGROUND_LABELS = {
     "air_conditioner", "crowd_babble", "engine_idling", "fire", "household_appliance",
@@ -271,6 +281,8 @@ def make_stream(task: Task) -> tuple[np.ndarray, np.ndarray, dict[str, object]]:
     else:
         source = np.zeros(int(rng.uniform(3.0, 10.0) * RATE))
     pad_before = int(rng.uniform(0.3, 2.5) * RATE)
+    if task.kind == "clip" and rng.random() < NO_LEAD_IN_FRACTION:
+        pad_before = 0
     pad_after = int(rng.uniform(0.3, 2.0) * RATE)
     n = pad_before + source.size + pad_after
     placed = np.zeros(n)
@@ -321,10 +333,14 @@ def plan_tasks(
     extra_negatives: int, val_copies: int,
 ) -> list[Task]:  # fmt: skip
     rng = np.random.default_rng(seed)
+    per_label = collections.Counter(clip.label for clip in clips)
     tasks = []
     for i, clip in enumerate(clips):
         split = "val" if is_validation_group(clip.group, seed, fraction) else "train"
-        copies = val_copies if split == "val" else (dog_copies if clip.is_dog else other_copies)
+        base = dog_copies if clip.is_dog else other_copies
+        copies = val_copies if split == "val" else int(np.clip(
+            round(base * REFERENCE_CLIPS[clip.is_dog] / per_label[clip.label]), base,
+            MAX_COPY_FACTOR * base))  # fmt: skip
         tasks += [Task(int(rng.integers(2**31)), "clip", i, split) for _ in range(copies)]
     for split, count in (("train", extra_negatives), ("val", extra_negatives // 4)):
         for k in range(count):
@@ -364,6 +380,8 @@ def build(
             "seed": seed, "val_fraction": val_fraction, "dog_copies": dog_copies,
             "other_copies": other_copies, "extra_negatives": extra_negatives,
             "val_copies": val_copies, "full_scale_db": FULL_SCALE_DB, "corpus": str(corpus),
+            "reference_clips": {"dog": REFERENCE_CLIPS[True], "other": REFERENCE_CLIPS[False]},
+            "max_copy_factor": MAX_COPY_FACTOR, "no_lead_in_fraction": NO_LEAD_IN_FRACTION,
         })),
     )  # fmt: skip
     hours = offsets[-1] * HOP / RATE / 3600
@@ -378,8 +396,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--val-fraction", type=float, default=0.2)
-    parser.add_argument("--dog-copies", type=int, default=8, help="augmented copies per dog clip")
-    parser.add_argument("--other-copies", type=int, default=5, help="copies per other clip")
+    parser.add_argument("--dog-copies", type=int, default=8,
+                        help="augmented copies per dog clip (rare labels: up to 3x)")
+    parser.add_argument("--other-copies", type=int, default=5,
+                        help="copies per other clip (rare labels: up to 3x)")  # fmt: skip
     parser.add_argument("--extra-negatives", type=int, default=1000,
                         help="background-only and synthetic streams")  # fmt: skip
     args = parser.parse_args(argv)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analyzer.config import DetectorSettings
 from analyzer.events import EventTracker
@@ -25,6 +27,60 @@ def test_hysteresis_opens_above_on_and_closes_below_off() -> None:
     events = _events([0.1, 0.7, 0.5, 0.5, 0.3, 0.1], merge_gap_s=0.0, min_duration_s=0.0)
     assert [(e.onset_ns, e.offset_ns) for e in events] == [(1 * HOP_NS, 4 * HOP_NS)]
     assert events[0].confidence == 0.7
+
+
+def test_an_event_starts_where_its_score_rose_above_the_off_threshold() -> None:
+    events = _events([0.1, 0.5, 0.5, 0.7, 0.5, 0.1, 0.5, 0.1], merge_gap_s=0.0,
+                     min_duration_s=0.0)  # fmt: skip
+    # Steps 1-2 rose above off (0.4) before step 3 reached on (0.6); step 6 never reaches on.
+    assert [(e.onset_ns, e.offset_ns) for e in events] == [(1 * HOP_NS, 5 * HOP_NS)]
+
+
+def _reference_spans(scores: np.ndarray, on: float, off: float, gap_steps: float,
+                     min_steps: float) -> list[tuple[int, int]]:  # fmt: skip
+    """Brute force over the whole array: runs of steps >= off holding a step >= on, joined
+    when the next starts less than ``gap_steps`` after the last ended, then the short dropped."""
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < scores.size:
+        if scores[i] < off:
+            i += 1
+            continue
+        j = i
+        while j < scores.size and scores[j] >= off:
+            j += 1
+        if scores[i:j].max() >= on:
+            if spans and i - spans[-1][1] < gap_steps:
+                spans[-1] = (spans[-1][0], j)
+            else:
+                spans.append((i, j))
+        i = j
+    return [(a, b) for a, b in spans if b - a >= min_steps]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    levels=st.lists(st.integers(0, 4), min_size=1, max_size=120),
+    cuts=st.lists(st.integers(1, 119), max_size=6),
+    gap_steps=st.integers(0, 6),
+    min_steps=st.integers(0, 4),
+)
+def test_events_equal_a_brute_force_reference_however_the_steps_arrive(
+    levels: list[int], cuts: list[int], gap_steps: int, min_steps: int
+) -> None:
+    scores = np.array(levels, dtype=np.float64) / 4.0  # 0, 0.25, 0.5, 0.75, 1
+    config = DetectorSettings(on_threshold=0.75, off_threshold=0.5, merge_gap_s=gap_steps * HOP_S,
+                              min_duration_s=min_steps * HOP_S)  # fmt: skip
+    tracker = EventTracker("dev-1", config, "test")
+    levels_db = np.full(scores.size, 60.0)
+    events = []
+    bounds = [0, *sorted(c for c in set(cuts) if c < scores.size), scores.size]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        events += tracker.feed(a * HOP_NS, HOP_S, scores[a:b], levels_db[a:b], levels_db[a:b])
+    events += tracker.flush()
+    got = [(e.onset_ns // HOP_NS, e.offset_ns // HOP_NS) for e in events]
+    # min_duration 0.02 * k vs k steps: compare in steps with a little slack for rounding
+    assert got == _reference_spans(scores, 0.75, 0.5, gap_steps, min_steps - 1e-6)
 
 
 def test_events_closer_than_the_merge_gap_become_one() -> None:
