@@ -399,6 +399,8 @@ class DogClassifier:
         self._levels = np.zeros(0, dtype=np.float32)
 
     def _gate(self, probabilities: np.ndarray, levels: np.ndarray) -> np.ndarray:
+        if levels.size == 0 or levels.min() >= self.min_band_level_db:
+            return probabilities  # every window's loudest band is loud enough: nothing gated
         loudest = _window_max(levels, 2 * self.context_steps + 1)[: probabilities.size]
         probabilities[loudest < self.min_band_level_db] = 0.0
         return probabilities

@@ -51,8 +51,10 @@ class DetectorSettings:
         -100.0,
         100.0,
     )
-    on_threshold: float = setting(0.95, "score that opens an event", 0.0, 1.0)
-    off_threshold: float = setting(0.75, "score below which an event closes", 0.0, 1.0)
+    on_threshold: float = setting(0.95, "an event needs a score at least this high", 0.0, 1.0)
+    off_threshold: float = setting(
+        0.75, "an event spans the steps around it scoring at least this", 0.0, 1.0
+    )
     min_duration_s: float = setting(0.1, "shortest event kept, s", 0.0, 10.0)
     merge_gap_s: float = setting(0.5, "events closer than this merge, s", 0.0, 30.0)
 

@@ -1,6 +1,6 @@
 """Speed of the dog classifier on one core: how many times faster than real time.
 
-    .venv/bin/python benchmarks/bench_classifier.py [--minutes 30]
+    .venv/bin/python benchmarks/bench_classifier.py [--minutes 30] [--model FILE.npz]
 
 Frames come from the bundled demo recording (measured by the sensor code once, through the
 wire format), repeated to the requested length. Reports, per second of audio, the classifier
@@ -32,11 +32,12 @@ from analyzer.pipeline import DevicePipeline  # noqa: E402
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0, help="audio to score")
+    parser.add_argument("--model", default="", help="model file (default: the bundled one)")
     args = parser.parse_args()
     _, frames = frames_of_file(ROOT / "demo" / "example.flac", 100.0)
     n = round(args.minutes * 60)
     stream = [frames[i % len(frames)] for i in range(n)]
-    settings = DetectorSettings()
+    settings = DetectorSettings(model_path=args.model)
     scorer = make_scorer(settings, stream[0].hop_s)
     started = time.process_time()
     for frame in stream:

@@ -249,3 +249,25 @@ def test_a_gap_in_the_frames_closes_the_open_event(excerpt: Path) -> None:
         events += pipeline.feed(frame).events
     events += pipeline.feed(frames[17]).events  # 3 s missing
     assert events and events[-1].offset_ns <= 14 * 1_000_000_000
+
+
+def test_only_steps_whose_context_stays_quiet_are_gated(excerpt: Path) -> None:
+    _, frames = frames_of_file(excerpt, 100.0)
+    mel = np.concatenate([f.mel_db for f in frames]).astype(np.float32)
+    mel[300:700] -= 60.0  # a quiet stretch in the middle
+    model = load_model(DEFAULT_MODEL_PATH)
+
+    def scores(threshold: float) -> np.ndarray:
+        scorer = DogClassifier(model, 1, threshold)
+        parts = [scorer.scores(mel[i : i + 50]) for i in range(0, len(mel), 50)]
+        return np.concatenate([*parts, scorer.flush()])
+
+    loud = mel.max(axis=1)
+    threshold = float(np.median(loud)) - 25.0
+    c = model.context_steps
+    padded = np.concatenate([np.repeat(loud[:1], c), loud, np.repeat(loud[-1:], c)])
+    quiet = np.array([padded[i : i + 2 * c + 1].max() < threshold for i in range(loud.size)])
+    assert quiet.any() and not quiet.all()
+    ungated, gated = scores(-100.0), scores(threshold)
+    assert np.all(gated[quiet] == 0.0)
+    np.testing.assert_array_equal(gated[~quiet], ungated[~quiet])
