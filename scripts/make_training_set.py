@@ -13,11 +13,11 @@ reverberation, a random spectral tilt and resonance), placed into a real backgro
 recording (the manifest's ambience clips) at an SNR of -5..+20 dB with background before and
 after it, scaled to a random level over +-20 dB around -30 dBFS, and then measured by the
 sensor's own code (``sensor.frames.frames_from_samples`` at a nominal full scale of 100 dB
-SPL, through the wire format and back: float16 mel levels). A fifth of the clip streams start
-with the clip itself (no background before it: files cut tight around a sound). Labels with
-few clips (birds and other animals, voices, growls, howls, whines) get up to three times the
-copies of the common ones. Extra negatives: background-only streams and synthetic tones,
-sweeps, beeps and noise bursts.
+SPL, through the wire format and back: float16 mel levels). Options: a fraction of the clip
+streams may start with the clip itself (``--no-lead-in-fraction``: files cut tight around a
+sound), and labels with few clips (birds and other animals, voices, growls, howls, whines) may
+get more copies than the common ones (``--rare-copy-factor``). Extra negatives:
+background-only streams and synthetic tones, sweeps, beeps and noise bursts.
 
 Per-step labels come from the clean source's energy (high-passed at 150 Hz, per 20 ms): 1 (dog)
 where a dog clip stands 8 dB above its own floor (20th percentile), within 30 dB of its peak,
@@ -69,12 +69,15 @@ LEVEL_RANGE_DBFS = (-50.0, -10.0)  # mixture RMS: about -30 dBFS +- 20 dB
 ACTIVE_BELOW_PEAK_DB = 30.0
 PROMINENT_DB = 8.0  # a bark stands this far above its clip's own floor
 MASKED_BELOW_BACKGROUND_DB = 6.0
-# Rare labels get more augmented copies (up to MAX_COPY_FACTOR times the base number) so that
-# the few birds, other animals, voices and non-bark dog sounds weigh more against the many
-# UrbanSound8K clips: copies = base x REFERENCE_CLIPS / clips with that label, within limits.
+# Options (off by default: the bundled model was trained without them; MODEL_CARD.md has the
+# measured effect). Rare labels may get more augmented copies, up to ``rare_copy_factor`` times
+# the base number, so that the few birds, other animals, voices and non-bark dog sounds weigh
+# more against the many UrbanSound8K clips: copies = base x REFERENCE_CLIPS / clips with that
+# label, within limits. A fraction of clip streams may start with the clip itself (no lead-in:
+# files cut tight around a sound).
 REFERENCE_CLIPS = {True: 40, False: 35}  # dog, not dog
-MAX_COPY_FACTOR = 3
-NO_LEAD_IN_FRACTION = 0.2  # clip streams that start with the clip itself (files cut tight)
+RARE_COPY_FACTOR = 1
+NO_LEAD_IN_FRACTION = 0.0
 # Labels of not-dog clips that are steady backgrounds worth mixing under other sounds.
 BACKGROUND_LABELS = {
     "air_conditioner", "crowd_babble", "engine_idling", "fire", "household_appliance",
@@ -235,6 +238,7 @@ class Task:
     kind: str  # "clip", "background", "synthetic"
     clip_index: int
     split: str
+    no_lead_in_fraction: float = 0.0
 
 
 def _pools(clips: list[Clip], seed: int, fraction: float) -> dict[str, list[int]]:
@@ -281,7 +285,9 @@ def make_stream(task: Task) -> tuple[np.ndarray, np.ndarray, dict[str, object]]:
     else:
         source = np.zeros(int(rng.uniform(3.0, 10.0) * RATE))
     pad_before = int(rng.uniform(0.3, 2.5) * RATE)
-    if task.kind == "clip" and rng.random() < NO_LEAD_IN_FRACTION:
+    if task.kind == "clip" and task.no_lead_in_fraction > 0 and (
+        rng.random() < task.no_lead_in_fraction
+    ):
         pad_before = 0
     pad_after = int(rng.uniform(0.3, 2.0) * RATE)
     n = pad_before + source.size + pad_after
@@ -330,7 +336,8 @@ def make_stream(task: Task) -> tuple[np.ndarray, np.ndarray, dict[str, object]]:
 
 def plan_tasks(
     clips: list[Clip], seed: int, fraction: float, dog_copies: int, other_copies: int,
-    extra_negatives: int, val_copies: int,
+    extra_negatives: int, val_copies: int, rare_copy_factor: int = RARE_COPY_FACTOR,
+    no_lead_in_fraction: float = NO_LEAD_IN_FRACTION,
 ) -> list[Task]:  # fmt: skip
     rng = np.random.default_rng(seed)
     per_label = collections.Counter(clip.label for clip in clips)
@@ -340,8 +347,9 @@ def plan_tasks(
         base = dog_copies if clip.is_dog else other_copies
         copies = val_copies if split == "val" else int(np.clip(
             round(base * REFERENCE_CLIPS[clip.is_dog] / per_label[clip.label]), base,
-            MAX_COPY_FACTOR * base))  # fmt: skip
-        tasks += [Task(int(rng.integers(2**31)), "clip", i, split) for _ in range(copies)]
+            rare_copy_factor * base))  # fmt: skip
+        tasks += [Task(int(rng.integers(2**31)), "clip", i, split, no_lead_in_fraction)
+                  for _ in range(copies)]  # fmt: skip
     for split, count in (("train", extra_negatives), ("val", extra_negatives // 4)):
         for k in range(count):
             kind = "synthetic" if k % 2 else "background"
@@ -352,12 +360,13 @@ def plan_tasks(
 def build(
     corpus: Path, out: Path, seed: int = 1, jobs: int = 2, val_fraction: float = 0.2,
     dog_copies: int = 8, other_copies: int = 5, extra_negatives: int = 1000, val_copies: int = 2,
+    rare_copy_factor: int = RARE_COPY_FACTOR, no_lead_in_fraction: float = NO_LEAD_IN_FRACTION,
 ) -> None:  # fmt: skip
     """Write the training set for ``corpus`` to ``out``."""
     clips = read_manifest(corpus)
     pools = _pools(clips, seed, val_fraction)
     tasks = plan_tasks(clips, seed, val_fraction, dog_copies, other_copies, extra_negatives,
-                       val_copies)  # fmt: skip
+                       val_copies, rare_copy_factor, no_lead_in_fraction)  # fmt: skip
     log.info("%d clips, %d streams to make with %d jobs", len(clips), len(tasks), jobs)
     started = time.monotonic()
     results = []
@@ -381,7 +390,7 @@ def build(
             "other_copies": other_copies, "extra_negatives": extra_negatives,
             "val_copies": val_copies, "full_scale_db": FULL_SCALE_DB, "corpus": str(corpus),
             "reference_clips": {"dog": REFERENCE_CLIPS[True], "other": REFERENCE_CLIPS[False]},
-            "max_copy_factor": MAX_COPY_FACTOR, "no_lead_in_fraction": NO_LEAD_IN_FRACTION,
+            "rare_copy_factor": rare_copy_factor, "no_lead_in_fraction": no_lead_in_fraction,
         })),
     )  # fmt: skip
     hours = offsets[-1] * HOP / RATE / 3600
@@ -396,10 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--val-fraction", type=float, default=0.2)
-    parser.add_argument("--dog-copies", type=int, default=8,
-                        help="augmented copies per dog clip (rare labels: up to 3x)")
-    parser.add_argument("--other-copies", type=int, default=5,
-                        help="copies per other clip (rare labels: up to 3x)")  # fmt: skip
+    parser.add_argument("--dog-copies", type=int, default=8, help="augmented copies per dog clip")
+    parser.add_argument("--other-copies", type=int, default=5, help="copies per other clip")
+    parser.add_argument("--rare-copy-factor", type=int, default=RARE_COPY_FACTOR,
+                        help="rare labels get up to this many times the copies (1: off)")
+    parser.add_argument("--no-lead-in-fraction", type=float, default=NO_LEAD_IN_FRACTION,
+                        help="fraction of clip streams that start with the clip itself")
     parser.add_argument("--extra-negatives", type=int, default=1000,
                         help="background-only and synthetic streams")  # fmt: skip
     args = parser.parse_args(argv)
@@ -408,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.corpus / "manifest.csv").is_file():
         parser.error(f"{args.corpus}/manifest.csv not found")
     build(args.corpus, args.out, args.seed, args.jobs, args.val_fraction, args.dog_copies,
-          args.other_copies, args.extra_negatives)  # fmt: skip
+          args.other_copies, args.extra_negatives, 2, args.rare_copy_factor,
+          args.no_lead_in_fraction)  # fmt: skip
     return 0
 
 

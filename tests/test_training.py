@@ -69,12 +69,12 @@ def test_rare_labels_get_more_copies_within_the_limit() -> None:
     clips += [mts.Clip("howl", "", True, "dog_howl", "h", 1.0)]
     clips += [mts.Clip(f"bird{i}", "", False, "bird", f"b{i}", 1.0) for i in range(12)]
     tasks = mts.plan_tasks(clips, seed=1, fraction=0.0, dog_copies=8, other_copies=5,
-                           extra_negatives=0, val_copies=2)  # fmt: skip
+                           extra_negatives=0, val_copies=2, rare_copy_factor=3)  # fmt: skip
     copies: dict[str, int] = {}
     for task in tasks:
         label = clips[task.clip_index].label
         copies[label] = copies.get(label, 0) + 1
     assert copies["dog_bark"] == 200 * 8  # common labels: the base number
     assert copies["car_horn"] == 70 * 5
-    assert copies["dog_howl"] == 8 * mts.MAX_COPY_FACTOR  # one clip: capped at 3x
+    assert copies["dog_howl"] == 8 * 3  # one clip: capped at 3x
     assert copies["bird"] == 12 * round(5 * 35 / 12)  # 15 each
