@@ -99,6 +99,8 @@ class EventTracker:
         hop_ns = round(hop_s * 1e9)
         s = self.settings
         scores = np.asarray(scores, dtype=np.float64)
+        if scores.size == 0:
+            return done
         if self._current is None and self._held is None and not np.any(scores >= s.on_threshold):
             self._follow_rising(start_ns, hop_ns, scores, laeq_db, laf_db)
             return done  # nothing open and nothing opens: the common case, without a loop

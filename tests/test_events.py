@@ -77,6 +77,7 @@ def test_events_equal_a_brute_force_reference_however_the_steps_arrive(
     bounds = [0, *sorted(c for c in set(cuts) if c < scores.size), scores.size]
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         events += tracker.feed(a * HOP_NS, HOP_S, scores[a:b], levels_db[a:b], levels_db[a:b])
+        events += tracker.feed(b * HOP_NS, HOP_S, scores[b:b], levels_db[b:b], levels_db[b:b])
     events += tracker.flush()
     got = [(e.onset_ns // HOP_NS, e.offset_ns // HOP_NS) for e in events]
     # min_duration 0.02 * k vs k steps: compare in steps with a little slack for rounding
