@@ -91,6 +91,15 @@ def read_annotations(path: Path) -> list[Span]:
     return sorted(spans)
 
 
+def write_annotations(path: Path, spans: list[Span]) -> None:
+    """Write dog spans as an annotation CSV (``onset_s,offset_s,label``, seconds, 3 decimals)."""
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["onset_s", "offset_s", "label"])
+        for onset, offset in sorted(spans):
+            writer.writerow([f"{onset:.3f}", f"{offset:.3f}", "dog"])
+
+
 def segment_activity(spans: list[Span], duration_s: float, segment_s: float) -> np.ndarray:
     """Whether each segment [k*segment_s, (k+1)*segment_s) overlaps any span."""
     n = max(1, int(np.ceil(duration_s / segment_s - 1e-9)))

@@ -42,6 +42,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
+from analyzer.evaluate import write_annotations as write_spans
+
 SAMPLE_RATE_HZ = 16_000
 DEFAULT_SEED = 20_240_611
 DEFAULT_DURATION_S = 150.0
@@ -439,11 +441,7 @@ def write_flac(path: Path, pcm: np.ndarray) -> None:
 def write_annotations(path: Path, placements: Sequence[Placement]) -> list[tuple[float, float]]:
     """Write ``onset_s,offset_s,label`` rows (seconds, 3 decimals) for the dog placements."""
     spans = sorted((p.onset_s, p.offset_s) for p in placements if p.role == "dog")
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(["onset_s", "offset_s", "label"])
-        for onset, offset in spans:
-            writer.writerow([f"{onset:.3f}", f"{offset:.3f}", "dog"])
+    write_spans(path, spans)
     return spans
 
 

@@ -260,6 +260,12 @@ def _init_worker(clips: list[Clip], pools: dict[str, list[int]]) -> None:
     }
 
 
+def scaled_to_dbfs(audio: np.ndarray, level_dbfs: float) -> np.ndarray:
+    """The signal scaled to an RMS of ``level_dbfs`` and clipped to full scale."""
+    rms = math.sqrt(np.mean(audio**2) + 1e-20)
+    return np.clip(audio * 10 ** (level_dbfs / 20) / rms, -1.0, 1.0)
+
+
 def mel_of_audio(audio: np.ndarray, full_scale_db: float = FULL_SCALE_DB) -> np.ndarray:
     """The sensor's mel rows of a signal, exactly as the analyzer receives them (float16)."""
     rows = [
@@ -285,6 +291,7 @@ def make_stream(task: Task) -> tuple[np.ndarray, np.ndarray, dict[str, object]]:
     else:
         source = np.zeros(int(rng.uniform(3.0, 10.0) * RATE))
     pad_before = int(rng.uniform(0.3, 2.5) * RATE)
+    # No draw when the option is off: the default set keeps its random stream bit for bit.
     if task.kind == "clip" and task.no_lead_in_fraction > 0 and (
         rng.random() < task.no_lead_in_fraction
     ):
@@ -314,9 +321,7 @@ def make_stream(task: Task) -> tuple[np.ndarray, np.ndarray, dict[str, object]]:
         mix = placed + rng.standard_normal(n) * 1e-5  # a quiet microphone floor
         bg_db = np.full(src_db.size, -100.0)
     src_db = _power_db(_highpass(placed))
-    level_dbfs = rng.uniform(*LEVEL_RANGE_DBFS)
-    rms = math.sqrt(np.mean(mix**2) + 1e-20)
-    mix = np.clip(mix * 10 ** (level_dbfs / 20) / rms, -1.0, 1.0)
+    mix = scaled_to_dbfs(mix, rng.uniform(*LEVEL_RANGE_DBFS))
     mel = mel_of_audio(mix)
     labels = np.zeros(mel.shape[0], dtype=np.int8)
     if is_dog:
@@ -418,9 +423,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("sensor.frames").setLevel(logging.ERROR)  # 16 kHz corpus: known
     if not (args.corpus / "manifest.csv").is_file():
         parser.error(f"{args.corpus}/manifest.csv not found")
-    build(args.corpus, args.out, args.seed, args.jobs, args.val_fraction, args.dog_copies,
-          args.other_copies, args.extra_negatives, 2, args.rare_copy_factor,
-          args.no_lead_in_fraction)  # fmt: skip
+    build(args.corpus, args.out, seed=args.seed, jobs=args.jobs, val_fraction=args.val_fraction,
+          dog_copies=args.dog_copies, other_copies=args.other_copies,
+          extra_negatives=args.extra_negatives, rare_copy_factor=args.rare_copy_factor,
+          no_lead_in_fraction=args.no_lead_in_fraction)  # fmt: skip
     return 0
 
 

@@ -19,6 +19,8 @@ import csv
 import sys
 from pathlib import Path
 
+from analyzer.evaluate import write_annotations
+
 
 def prepare(dev: Path, out: Path) -> tuple[int, int]:
     """Link the clips and write the annotation CSVs; returns (clips, clips with dog events)."""
@@ -42,11 +44,8 @@ def prepare(dev: Path, out: Path) -> tuple[int, int]:
             clips += 1
             if events[row["id"]]:
                 with_dog += 1
-                with open(out / f"{row['id']}.csv", "w", newline="") as csv_out:
-                    writer = csv.writer(csv_out)
-                    writer.writerow(["onset_s", "offset_s", "label"])
-                    for event in events[row["id"]]:
-                        writer.writerow([event["onset"], event["offset"], "dog"])
+                spans = [(float(e["onset"]), float(e["offset"])) for e in events[row["id"]]]
+                write_annotations(out / f"{row['id']}.csv", spans)
     return clips, with_dog
 
 

@@ -336,9 +336,8 @@ def recorded_clip_scores(
     for clip in make_training_set.read_manifest(corpus):
         if not make_training_set.is_validation_group(clip.group, seed, fraction):
             continue
-        audio = make_training_set.load_audio(clip.path)
-        audio = audio * (10 ** (-30 / 20) / (np.sqrt(np.mean(audio**2)) + 1e-12))
-        mel = make_training_set.mel_of_audio(np.clip(audio, -1.0, 1.0))
+        audio = make_training_set.scaled_to_dbfs(make_training_set.load_audio(clip.path), -30.0)
+        mel = make_training_set.mel_of_audio(audio)
         labels.append(clip.is_dog)
         scores.append(float(stream_scores(model, mel, settings).max(initial=0.0)))
     return np.array(labels), np.array(scores)
