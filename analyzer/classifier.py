@@ -10,7 +10,10 @@ rise over its own slowly tracked background (prominence), and per step the spect
 (levels minus their mean over bands). Neither depends on the absolute dB SPL value, which makes
 the score independent of a device's calibration and of how loud the dog is at the microphone
 (audibility is judged later, from the levels). Only near digital silence
-(``min_band_level_db``) is gated out.
+(``min_band_level_db``) is gated out. Band levels more than ``LEVEL_RANGE_DB`` under the
+loudest band of their one-second frame are raised to that floor first: a file padded with
+digital silence, a studio-clean clip or a band-limited recording then looks like a bark over a
+quiet background (which training covers), not like the 100 dB-deep holes no microphone makes.
 
 Network: a small convolutional network, convolutions over (band x time) then dilated
 convolutions over time, with no padding in time: the score of a step sees ``context_steps``
@@ -47,7 +50,8 @@ INPUT_SCALE_DB = 20.0  # inputs are dB / 20: order one
 BACKGROUND_PERCENTILE_ROW = 10  # of 50 rows: the 20th-percentile row of a frame's bands
 BACKGROUND_RISE_S = 8.0  # a rising background follows with this time constant (falls at once)
 PROMINENCE_MAX_DB = 60.0
-INPUT_VERSION = 2
+LEVEL_RANGE_DB = 60.0  # band levels are floored this far under the frame's loudest band
+INPUT_VERSION = 3
 LAYER_KINDS = ("conv2d", "conv1d")
 DENSE_MAX_CHANNELS = 2  # band convolutions over this few input channels run as dense matrices
 
@@ -66,9 +70,10 @@ def _pool_bands(mel_db: np.ndarray) -> np.ndarray:
 class StepInputs:
     """Streaming network inputs: mel rows in order, (steps x bands x 2) out, no delay.
 
-    Channel 0 is each band's prominence over a background that falls at once to a frame's
-    20th-percentile level and rises towards it with ``BACKGROUND_RISE_S``; channel 1 is the
-    step's spectral shape. Both in units of ``INPUT_SCALE_DB``.
+    Levels are first floored ``LEVEL_RANGE_DB`` under the frame's loudest band. Channel 0 is
+    each band's prominence over a background that falls at once to a frame's 20th-percentile
+    level and rises towards it with ``BACKGROUND_RISE_S`` (never counted under the frame's
+    floor); channel 1 is the step's spectral shape. Both in units of ``INPUT_SCALE_DB``.
     """
 
     def __init__(self, hop_s: float = 0.02) -> None:
@@ -96,7 +101,9 @@ class StepInputs:
         out = np.empty((pooled.shape[0], N_BANDS, N_CHANNELS), dtype=np.float32)
         if pooled.shape[0] == 0:
             return out
-        background = self._update_background(pooled)
+        floor = pooled.max() - LEVEL_RANGE_DB
+        pooled = np.maximum(pooled, floor)
+        background = np.maximum(self._update_background(pooled), floor)
         out[:, :, 0] = np.clip(pooled - background, 0.0, PROMINENCE_MAX_DB)
         out[:, :, 1] = pooled - pooled.mean(axis=1, keepdims=True)
         out *= 1.0 / INPUT_SCALE_DB

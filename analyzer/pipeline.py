@@ -24,9 +24,11 @@ CONTINUITY_TOLERANCE_NS = 50_000_000
 class FrameResult:
     """What the pipeline made of one frame.
 
-    The classifier looks a quarter second ahead, so the step scores of a frame lag its rows:
-    ``step_scores`` are the scores that became final with this frame, for consecutive 20 ms
-    steps starting at capture time ``scores_start_ns``; ``max_dog_score`` is their maximum.
+    The classifier looks ``context_steps`` ahead (0.64 s for the bundled model), so the step
+    scores of a frame lag its rows: ``step_scores`` are the scores that became final with this
+    frame, for consecutive 20 ms steps starting at capture time ``scores_start_ns``;
+    ``max_dog_score`` is their maximum. The held-back steps at the end of a stream come with
+    :meth:`DevicePipeline.finish`.
     """
 
     max_dog_score: float
@@ -66,7 +68,7 @@ class DevicePipeline:
             and abs(frame.capture_ns - self._expected_ns) > CONTINUITY_TOLERANCE_NS
         ):
             # Missing frames: neither silence nor barking. Close what was open, start afresh.
-            events.extend(self._drain())
+            events.extend(self._drain().events)
         if self._scores_ns is None:
             self._scores_ns = frame.capture_ns
         self._laeq = np.concatenate([self._laeq, frame.laeq_steps_db])
@@ -92,21 +94,27 @@ class DevicePipeline:
         self._scores_ns += n * self._hop_ns
         return events
 
-    def _drain(self) -> list[DogEvent]:
+    def _drain(self) -> FrameResult:
         """Score the held-back steps, close open events and forget all context."""
         if self.detector is None or self.tracker is None or self._scores_ns is None:
-            return []
-        events = self._track(self.detector.flush())
+            return FrameResult(max_dog_score=0.0)
+        start_ns = self._scores_ns
+        scores = self.detector.flush()
+        events = self._track(scores)
         events.extend(self.tracker.flush())
         self._scores_ns = None
         self._laeq = self._laf = np.zeros(0, dtype=np.float32)
-        return events
+        return FrameResult(float(scores.max(initial=0.0)), events, start_ns, scores)
+
+    def finish(self) -> FrameResult:
+        """End of a stream (a file): the held-back steps' scores and the events still open."""
+        result = self._drain()
+        self._expected_ns = None
+        return result
 
     def flush(self) -> list[DogEvent]:
         """End open events (end of a file)."""
-        events = self._drain()
-        self._expected_ns = None
-        return events
+        return self.finish().events
 
 
 class ReorderBuffer:

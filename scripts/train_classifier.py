@@ -38,6 +38,7 @@ for path in (ROOT, ROOT / "scripts"):
 import make_training_set  # noqa: E402
 
 from analyzer.classifier import (  # noqa: E402
+    INPUT_VERSION,
     N_BANDS,
     N_CHANNELS,
     DogClassifier,
@@ -48,7 +49,7 @@ from analyzer.classifier import (  # noqa: E402
     logits_of_stream,
 )
 from analyzer.config import DetectorSettings  # noqa: E402
-from analyzer.evaluate import average_precision, event_counts  # noqa: E402
+from analyzer.evaluate import average_precision, event_counts, recall_at_far  # noqa: E402
 from analyzer.events import EventTracker  # noqa: E402
 
 log = logging.getLogger("train_classifier")
@@ -97,13 +98,6 @@ def runs(mask: np.ndarray, merge_gap_s: float = 0.0) -> list[tuple[float, float]
 
 def _overlaps(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] < b[1] and a[1] > b[0]
-
-
-def recall_at_far(labels: np.ndarray, scores: np.ndarray, far: float) -> tuple[float, float]:
-    """Recall of positives at the threshold where ``far`` of negatives score above it."""
-    negatives = np.sort(scores[~labels])
-    threshold = float(np.quantile(negatives, 1.0 - far)) if negatives.size else 0.5
-    return float(np.mean(scores[labels] > threshold)), threshold
 
 
 # Network layout: (kind, out channels, kernel over time, dilation, band pooling); conv2d
@@ -197,7 +191,7 @@ def export_network(net: Any, metadata: dict[str, Any]) -> DogModel:
     digest = hashlib.sha256(
         b"".join(la.weight.tobytes() + la.bias.tobytes() for la in layers)
     ).hexdigest()[:8]
-    version = f"dog-cnn-2.0-{digest}"
+    version = f"dog-cnn-{INPUT_VERSION}.0-{digest}"
     return DogModel(version, tuple(layers), {**metadata, "version": version})
 
 

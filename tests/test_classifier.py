@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from analyzer.classifier import (
     DEFAULT_MODEL_PATH,
+    LEVEL_RANGE_DB,
     N_BANDS,
     N_CHANNELS,
     ClassifierError,
@@ -33,6 +34,7 @@ from analyzer.pipeline import DevicePipeline
 from tests.conftest import DEMO_RECORDING, sine, write_excerpt
 
 RATE = 16000
+CLEAN_BARK = Path(__file__).resolve().parent / "data" / "lugaru_bark2.flac"  # 0.45 s, CC BY-SA
 
 
 @pytest.fixture(scope="module")
@@ -105,12 +107,15 @@ def test_non_dog_sounds_are_not_detected(tmp_path: Path, name: str, samples: np.
 
 
 def test_level_does_not_decide_whether_it_is_a_dog(excerpt: Path) -> None:
-    # A calibration 30 dB higher shifts every mel level; the relative features do not move.
+    # A calibration 30 dB higher shifts every mel level; the relative features do not move
+    # beyond the wire's float16 rounding (coarser at higher levels): the same events, their
+    # ends within one 20 ms step.
     low = analyze_file(excerpt, full_scale_db=90.0)["events"]
     high = analyze_file(excerpt, full_scale_db=120.0)["events"]
-    assert [(e["onset_s"], e["offset_s"]) for e in low] == [
-        (e["onset_s"], e["offset_s"]) for e in high
-    ]
+    assert len(low) == len(high) >= 2
+    for a, b in zip(low, high, strict=True):
+        assert abs(a["onset_s"] - b["onset_s"]) <= 0.021
+        assert abs(a["offset_s"] - b["offset_s"]) <= 0.021
 
 
 def test_model_file_loads_without_pickle_and_its_version_is_in_the_output(excerpt: Path) -> None:
@@ -144,6 +149,41 @@ def test_inputs_do_not_depend_on_how_the_stream_is_cut_into_frames() -> None:
     assert whole.shape == (173, N_BANDS, N_CHANNELS)
     # Relative inputs: a calibration offset moves nothing.
     assert np.allclose(inputs_of_stream(rows + 30.0), whole, atol=1e-5)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 4))
+def test_levels_under_the_frame_floor_do_not_change_the_inputs(seed: int, frames: int) -> None:
+    # Digital silence, a clean studio clip's empty bands and a quiet background all look alike
+    # once levels are floored LEVEL_RANGE_DB under the frame's loudest band.
+    rng = np.random.default_rng(seed)
+    rows = rng.normal(40.0, 25.0, (50 * frames, 64)).astype(np.float32)
+    deeper = rows.copy()
+    for f in range(frames):
+        frame = slice(50 * f, 50 * f + 50)
+        pooled = (rows[frame, 0::2] + rows[frame, 1::2]) / 2
+        under = pooled < pooled.max() - LEVEL_RANGE_DB
+        drop = rng.uniform(0.0, 150.0, under.shape).astype(np.float32) * under
+        deeper[frame, 0::2] -= drop
+        deeper[frame, 1::2] -= drop
+    assert np.array_equal(inputs_of_stream(deeper), inputs_of_stream(rows))
+    assert inputs_of_stream(deeper)[:, :, 0].max() <= LEVEL_RANGE_DB / 20.0
+
+
+@pytest.mark.parametrize("before_s, after_s", [(0.0, 0.0), (1.0, 1.0), (2.5, 0.0), (0.0, 2.5)])
+def test_a_clean_bark_amid_digital_silence_is_found(
+    tmp_path: Path, before_s: float, after_s: float
+) -> None:
+    # A sound-effect bark cut tight (as sound libraries and clip datasets ship them) and padded
+    # with digital zeros: before the level floor it scored 0.02, its bands 160 dB over "silence".
+    # A bark in a file's last 0.64 s is scored only when the file ends: it must count too.
+    bark, rate = soundfile.read(CLEAN_BARK, dtype="float64")
+    clip = np.concatenate([np.zeros(round(before_s * rate)), bark, np.zeros(round(after_s * rate))])
+    document = analyze_file(_write(tmp_path, "bark.wav", clip), full_scale_db=100.0)
+    onset, offset = before_s, before_s + bark.size / rate
+    hits = [e for e in document["events"] if e["onset_s"] < offset and e["offset_s"] > onset]
+    assert document["max_dog_score"] >= 0.95
+    assert hits and abs(hits[0]["onset_s"] - onset) <= 0.25, document["events"]
 
 
 def _random_model(seed: int) -> DogModel:

@@ -16,6 +16,7 @@ from analyzer.evaluate import (
     event_counts,
     false_alarms,
     read_annotations,
+    recall_at_far,
     segment_counts,
     summarise,
     union_length_s,
@@ -58,6 +59,32 @@ def test_summary_counts_false_alarms_per_hour_of_non_dog_audio() -> None:
     assert summary["non_dog_hours"] == round((8.0 + 3600.0) / 3600, 5)
     assert summary["unannotated_false_alarms_per_hour"] == 1.0
     assert summary["event_based"]["tp"] == 1 and summary["event_based"]["fp"] == 2
+
+
+def test_clip_metrics_score_each_file_by_its_highest_step() -> None:
+    def clip(name: str, dog: bool, top: float) -> FileResult:
+        return FileResult(name, 5.0, [(1.0, 2.0)] if dog else [], [], np.array([0.01, top]))
+
+    others = [clip(f"o{i}", False, 0.01 * i) for i in range(50)]  # 0.00 .. 0.49
+    results = [clip("d1", True, 0.9), clip("d2", True, 0.305), *others]
+    summary, _ = summarise(results, segment_s=1.0, collar_s=0.25)
+    clips = summary["clip_based"]
+    assert (clips["clips"], clips["dog_clips"]) == (52, 2)
+    # d1 ranks first; d2 (0.305) ranks behind the 19 other clips at 0.31 .. 0.49.
+    assert clips["average_precision"] == round((1.0 + 2 / 21) / 2, 4)
+    # 2 % of 50 other clips: the threshold sits at their 98th percentile (0.4802).
+    assert clips["threshold_at_2pct_false_alarm_rate"] == 0.4802
+    assert clips["recall_at_2pct_false_alarm_rate"] == 0.5
+    assert [f["max_dog_score"] for f in summary["per_file"][:2]] == [0.9, 0.305]
+
+
+def test_recall_at_a_false_alarm_rate_matches_counting_by_hand() -> None:
+    rng = np.random.default_rng(4)
+    labels = rng.random(400) < 0.3
+    scores = rng.random(400) + 0.3 * labels
+    recall, threshold = recall_at_far(labels, scores, 0.05)
+    assert np.mean(scores[~labels] > threshold) <= 0.05 + 1 / np.sum(~labels)
+    assert recall == np.sum(scores[labels] > threshold) / np.sum(labels)
 
 
 def test_annotation_rows_labelled_not_dog_are_not_references(tmp_path: Path) -> None:
