@@ -250,6 +250,7 @@ def fit_network(
     seed: int,
     epochs: int,
     val: tuple[list[np.ndarray], list[np.ndarray], list[bool]] | None = None,
+    mil_weight: float = MIL_WEIGHT,
 ) -> Any:
     """Train the network on random crops (per-step logistic loss, unknown steps ignored)."""
     import torch
@@ -286,7 +287,7 @@ def fit_network(
             highest = logits.masked_fill(~known, -1e4).max(dim=1).values
             judged = known.any(dim=1)
             target = (yb == 1).any(dim=1).float()
-            loss = loss + MIL_WEIGHT * torch.nn.functional.binary_cross_entropy_with_logits(
+            loss = loss + mil_weight * torch.nn.functional.binary_cross_entropy_with_logits(
                 highest[judged], target[judged]
             )
             optimiser.zero_grad()
@@ -322,16 +323,19 @@ def _clip_auprc(
 
 
 def recorded_clip_scores(
-    model: DogModel, corpus: Path, settings: DetectorSettings, seed: int, fraction: float
+    model: DogModel, corpus: Path, settings: DetectorSettings, seed: int, fraction: float,
+    silence_s: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Highest score of every held-out clip exactly as recorded (no mixing, no lead-in; the
-    clip scaled to -30 dBFS RMS), as ``barkwatch analyze`` would see the file; and its label."""
+    clip scaled to -30 dBFS RMS), as ``barkwatch analyze`` would see the file; and its label.
+    ``silence_s`` of digital zeros before and after it, as clip datasets pad short clips."""
     labels, scores = [], []
+    zeros = np.zeros(round(silence_s * make_training_set.RATE))
     for clip in make_training_set.read_manifest(corpus):
         if not make_training_set.is_validation_group(clip.group, seed, fraction):
             continue
         audio = make_training_set.scaled_to_dbfs(make_training_set.load_audio(clip.path), -30.0)
-        mel = make_training_set.mel_of_audio(audio)
+        mel = make_training_set.mel_of_audio(np.concatenate([zeros, audio, zeros]))
         labels.append(clip.is_dog)
         scores.append(float(stream_scores(model, mel, settings).max(initial=0.0)))
     return np.array(labels), np.array(scores)
@@ -429,6 +433,8 @@ def validate(
     false_alarms = len(spans_of_scores(fa_scores, settings))
     recorded_y, recorded_s = recorded_clip_scores(model, corpus, settings, seed, val_fraction)
     recorded_recall2, _ = recall_at_far(recorded_y, recorded_s, 0.02)
+    padded_y, padded_s = recorded_clip_scores(model, corpus, settings, seed, val_fraction, 1.0)
+    padded_recall2, _ = recall_at_far(padded_y, padded_s, 0.02)
     return {
         "validation_streams": len(val),
         "validation_dog_streams": int(y.sum()),
@@ -440,6 +446,8 @@ def validate(
         "recorded_dog_clips": int(recorded_y.sum()),
         "recorded_clip_auprc": round(average_precision(recorded_y, recorded_s), 4),
         "recorded_clip_recall_at_2pct_far": round(recorded_recall2, 4),
+        "silence_padded_clip_auprc": round(average_precision(padded_y, padded_s), 4),
+        "silence_padded_clip_recall_at_2pct_far": round(padded_recall2, 4),
         "step_auprc": round(
             average_precision(np.concatenate(step_labels), np.concatenate(step_scores)), 4
         ),  # fmt: skip
@@ -460,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "models" / "dog_classifier.npz")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=EPOCHS)
+    parser.add_argument("--mil-weight", type=float, default=MIL_WEIGHT,
+                        help="weight of the loss on each crop's highest score (false alarms)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2, help="torch threads for training")
     parser.add_argument("--validate", type=Path, metavar="MODEL",
@@ -494,13 +504,15 @@ def main(argv: list[str] | None = None) -> int:
     fit_started = time.monotonic()
     net = fit_network([inputs[i] for i in train], [stream_labels[i] for i in train], args.seed,
                       args.epochs, ([inputs[i] for i in val], [stream_labels[i] for i in val],
-                                    [bool(meta[i]["is_dog"]) for i in val]))  # fmt: skip
+                                    [bool(meta[i]["is_dog"]) for i in val]),
+                      args.mil_weight)  # fmt: skip
     fit_s = time.monotonic() - fit_started
     log.info("network fitted in %.0f s", fit_s)
     metadata = {
         "trained_on": str(args.corpus), "trainset_config": config,
         "architecture": [list(layer) for layer in ARCHITECTURE], "epochs": args.epochs,
         "seed": args.seed, "training_streams": len(train), "torch": torch.__version__,
+        "mil_weight": args.mil_weight,
     }  # fmt: skip
     model = export_network(net, metadata)
     check = val[0]
