@@ -91,7 +91,7 @@ def analyze_file(
     assessed: dict[int, EventAudibility | None] = {}
     events: list[DogEvent] = []
     max_score = 0.0
-    frame_rows: list[dict[str, Any]] = []
+    frame_rows = []
     for frame in frames:
         result = pipeline.feed(frame)
         if assessor is not None:
@@ -121,10 +121,9 @@ def analyze_file(
                 }
             )
     final = pipeline.finish()  # the last steps (the classifier's look-ahead) and open events
+    # The file's maximum includes them; the per-frame rows stay exactly what a live analyzer
+    # stores for each frame (a live stream has no end to score them at).
     max_score = max(max_score, final.max_dog_score)
-    if frame_rows:  # the last frame's row also covers the steps scored at the end
-        last = frame_rows[-1]
-        last["dog_score"] = _round(max(last["dog_score"], final.max_dog_score), 4)
     for event in final.events:
         events.append(event)
         if assessor is not None:

@@ -113,7 +113,7 @@ ARCHITECTURE = (
     ("conv1d", 1, 1, 1, 1),
 )
 EPOCHS = 60
-MIL_WEIGHT = 0.5  # weight of the per-crop loss on the crop's highest score (see fit_network)
+MIL_WEIGHT = 2.0  # weight of the per-crop loss on the crop's highest score (see fit_network)
 CROP_STEPS = 256  # scored steps per training crop (5.1 s)
 
 
