@@ -261,7 +261,8 @@ def summarise(
     non_dog_s, unannotated_s = 0.0, 0.0
     labels, scores = [], []
     files = []
-    for r in results:
+    clip_s = np.array([float(r.segment_scores.max(initial=0.0)) for r in results])
+    for r, clip_score in zip(results, clip_s, strict=True):
         seg = segment_counts(r.reference, r.estimated, r.duration_s, segment_s)
         ev = event_counts(r.reference, r.estimated, collar_s)
         segments.add(seg)
@@ -278,13 +279,12 @@ def summarise(
             "file": r.file, "duration_s": round(r.duration_s, 3),
             "reference_events": len(r.reference), "estimated_events": len(r.estimated),
             "false_alarms": fa, "segment": seg.summary(), "event": ev.summary(),
-            "max_dog_score": round(float(r.segment_scores.max(initial=0.0)), 4),
+            "max_dog_score": round(float(clip_score), 4),
         })  # fmt: skip
     y = np.concatenate(labels) if labels else np.zeros(0, bool)
     s = np.concatenate(scores) if scores else np.zeros(0)
     curve = pr_curve(y, s)
     clip_y = np.array([bool(r.reference) for r in results])
-    clip_s = np.array([float(r.segment_scores.max(initial=0.0)) for r in results])
     clip_recall, clip_threshold = recall_at_far(clip_y, clip_s, 0.02)
     both = clip_y.any() and not clip_y.all()
     summary: dict[str, Any] = {
