@@ -1,6 +1,7 @@
 """Turn a folder of audio plus a manifest into classifier training examples.
 
     python scripts/make_training_set.py CORPUS_DIR OUT.npz [--seed 1] [--jobs 2]
+        [--extra-corpus DIR --extra-copies N]
 
 CORPUS_DIR holds ``manifest.csv`` (columns ``clip_id``, ``binary`` = dog / not_dog, ``group``
 = the original recording, ``file`` relative to the folder; ``label``, ``original_class`` and
@@ -17,7 +18,10 @@ SPL, through the wire format and back: float16 mel levels). Options: a fraction 
 streams may start with the clip itself (``--no-lead-in-fraction``: files cut tight around a
 sound), and labels with few clips (birds and other animals, voices, growls, howls, whines) may
 get more copies than the common ones (``--rare-copy-factor``). Extra negatives:
-background-only streams and synthetic tones, sweeps, beeps and noise bursts.
+background-only streams and synthetic tones, sweeps, beeps and noise bursts. More folders with
+their own manifest (``--extra-corpus``, repeatable; for example the non-dog clips of part of the
+Debian corpus, written by ``scripts/prepare_debian_dev.py --train-dir``) join the main one, with
+``--extra-copies`` augmented copies per clip; their groups are split like any other.
 
 Per-step labels come from the clean source's energy (high-passed at 150 Hz, per 20 ms): 1 (dog)
 where a dog clip stands 8 dB above its own floor (20th percentile), within 30 dB of its peak,
@@ -95,9 +99,10 @@ class Clip:
     label: str
     group: str
     duration_s: float
+    extra: bool = False  # from an extra corpus (its own number of copies)
 
 
-def read_manifest(corpus: Path) -> list[Clip]:
+def read_manifest(corpus: Path, extra: bool = False) -> list[Clip]:
     """Clips of the manifest; dog snoring (not a vocalization) is left out."""
     clips = []
     with open(corpus / "manifest.csv", newline="") as handle:
@@ -112,8 +117,22 @@ def read_manifest(corpus: Path) -> list[Clip]:
                     label=row.get("label", row["binary"]),
                     group=row["group"],
                     duration_s=float(row.get("duration_s") or 0.0),
+                    extra=extra,
                 )
             )
+    return clips
+
+
+def read_manifests(corpus: Path, extra_corpora: list[Path] | tuple[Path, ...] = ()) -> list[Clip]:
+    """Clips of the main corpus, then of each extra one; a clip id may appear only once."""
+    clips = read_manifest(corpus)
+    for folder in extra_corpora:
+        clips += read_manifest(folder, extra=True)
+    seen: set[str] = set()
+    for clip in clips:
+        if clip.clip_id in seen:
+            raise ValueError(f"clip id {clip.clip_id!r} appears twice in the corpora")
+        seen.add(clip.clip_id)
     return clips
 
 
@@ -342,7 +361,7 @@ def make_stream(task: Task) -> tuple[np.ndarray, np.ndarray, dict[str, object]]:
 def plan_tasks(
     clips: list[Clip], seed: int, fraction: float, dog_copies: int, other_copies: int,
     extra_negatives: int, val_copies: int, rare_copy_factor: int = RARE_COPY_FACTOR,
-    no_lead_in_fraction: float = NO_LEAD_IN_FRACTION,
+    no_lead_in_fraction: float = NO_LEAD_IN_FRACTION, extra_copies: int | None = None,
 ) -> list[Task]:  # fmt: skip
     rng = np.random.default_rng(seed)
     per_label = collections.Counter(clip.label for clip in clips)
@@ -350,6 +369,8 @@ def plan_tasks(
     for i, clip in enumerate(clips):
         split = "val" if is_validation_group(clip.group, seed, fraction) else "train"
         base = dog_copies if clip.is_dog else other_copies
+        if clip.extra and extra_copies is not None:
+            base = extra_copies
         copies = val_copies if split == "val" else int(np.clip(
             round(base * REFERENCE_CLIPS[clip.is_dog] / per_label[clip.label]), base,
             rare_copy_factor * base))  # fmt: skip
@@ -366,12 +387,13 @@ def build(
     corpus: Path, out: Path, seed: int = 1, jobs: int = 2, val_fraction: float = 0.2,
     dog_copies: int = 8, other_copies: int = 5, extra_negatives: int = 1000, val_copies: int = 2,
     rare_copy_factor: int = RARE_COPY_FACTOR, no_lead_in_fraction: float = NO_LEAD_IN_FRACTION,
+    extra_corpora: list[Path] | tuple[Path, ...] = (), extra_copies: int | None = None,
 ) -> None:  # fmt: skip
-    """Write the training set for ``corpus`` to ``out``."""
-    clips = read_manifest(corpus)
+    """Write the training set for ``corpus`` (and ``extra_corpora``) to ``out``."""
+    clips = read_manifests(corpus, extra_corpora)
     pools = _pools(clips, seed, val_fraction)
     tasks = plan_tasks(clips, seed, val_fraction, dog_copies, other_copies, extra_negatives,
-                       val_copies, rare_copy_factor, no_lead_in_fraction)  # fmt: skip
+                       val_copies, rare_copy_factor, no_lead_in_fraction, extra_copies)  # fmt: skip
     log.info("%d clips, %d streams to make with %d jobs", len(clips), len(tasks), jobs)
     started = time.monotonic()
     results = []
@@ -396,6 +418,8 @@ def build(
             "val_copies": val_copies, "full_scale_db": FULL_SCALE_DB, "corpus": str(corpus),
             "reference_clips": {"dog": REFERENCE_CLIPS[True], "other": REFERENCE_CLIPS[False]},
             "rare_copy_factor": rare_copy_factor, "no_lead_in_fraction": no_lead_in_fraction,
+            **({"extra_corpora": [str(f) for f in extra_corpora], "extra_copies": extra_copies}
+               if extra_corpora else {}),
         })),
     )  # fmt: skip
     hours = offsets[-1] * HOP / RATE / 3600
@@ -418,15 +442,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="fraction of clip streams that start with the clip itself")
     parser.add_argument("--extra-negatives", type=int, default=1000,
                         help="background-only and synthetic streams")  # fmt: skip
+    parser.add_argument("--extra-corpus", type=Path, action="append", default=[], metavar="DIR",
+                        help="another folder with manifest.csv and audio (repeatable)")
+    parser.add_argument("--extra-copies", type=int, metavar="N",
+                        help="augmented copies per clip of the extra corpora (default: as the "
+                        "main corpus's dog or other copies)")  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("sensor.frames").setLevel(logging.ERROR)  # 16 kHz corpus: known
-    if not (args.corpus / "manifest.csv").is_file():
-        parser.error(f"{args.corpus}/manifest.csv not found")
+    for folder in (args.corpus, *args.extra_corpus):
+        if not (folder / "manifest.csv").is_file():
+            parser.error(f"{folder}/manifest.csv not found")
     build(args.corpus, args.out, seed=args.seed, jobs=args.jobs, val_fraction=args.val_fraction,
           dog_copies=args.dog_copies, other_copies=args.other_copies,
           extra_negatives=args.extra_negatives, rare_copy_factor=args.rare_copy_factor,
-          no_lead_in_fraction=args.no_lead_in_fraction)  # fmt: skip
+          no_lead_in_fraction=args.no_lead_in_fraction, extra_corpora=args.extra_corpus,
+          extra_copies=args.extra_copies)  # fmt: skip
     return 0
 
 

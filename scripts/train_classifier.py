@@ -2,6 +2,7 @@
 
     python scripts/train_classifier.py --corpus /work/shared/corpus/train \\
         [--trainset /tmp/trainset.npz] [--out models/dog_classifier.npz] [--seed 1]
+        [--extra-corpus DIR --extra-copies N]
 
 One seeded command: builds the training set with scripts/make_training_set.py when
 ``--trainset`` does not exist yet (about 26 minutes on 2 cores), computes the network's inputs
@@ -323,15 +324,15 @@ def _clip_auprc(
 
 
 def recorded_clip_scores(
-    model: DogModel, corpus: Path, settings: DetectorSettings, seed: int, fraction: float,
-    silence_s: float = 0.0,
+    model: DogModel, corpora: list[Path], settings: DetectorSettings, seed: int,
+    fraction: float, silence_s: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Highest score of every held-out clip exactly as recorded (no mixing, no lead-in; the
     clip scaled to -30 dBFS RMS), as ``barkwatch analyze`` would see the file; and its label.
     ``silence_s`` of digital zeros before and after it, as clip datasets pad short clips."""
     labels, scores = [], []
     zeros = np.zeros(round(silence_s * make_training_set.RATE))
-    for clip in make_training_set.read_manifest(corpus):
+    for clip in make_training_set.read_manifests(corpora[0], corpora[1:]):
         if not make_training_set.is_validation_group(clip.group, seed, fraction):
             continue
         audio = make_training_set.scaled_to_dbfs(make_training_set.load_audio(clip.path), -30.0)
@@ -341,14 +342,15 @@ def recorded_clip_scores(
     return np.array(labels), np.array(scores)
 
 
-def licence_counts(corpus: Path) -> dict[str, int]:
+def licence_counts(corpora: list[Path]) -> dict[str, int]:
     """Clips per licence family (the text before the first parenthesis)."""
     counts: collections.Counter[str] = collections.Counter()
-    with open(corpus / "manifest.csv", newline="") as handle:
-        for row in csv.DictReader(handle):
-            if "snoring" in row.get("original_class", ""):
-                continue
-            counts[row["licence"].split(" (")[0].strip() or "unknown"] += 1
+    for corpus in corpora:
+        with open(corpus / "manifest.csv", newline="") as handle:
+            for row in csv.DictReader(handle):
+                if "snoring" in row.get("original_class", ""):
+                    continue
+                counts[row["licence"].split(" (")[0].strip() or "unknown"] += 1
     return dict(counts.most_common())
 
 
@@ -386,7 +388,7 @@ def _prf(tp: int, fp: int, fn: int) -> dict[str, float | int]:
 
 def validate(
     model: DogModel, mel: np.ndarray, labels: np.ndarray, offsets: np.ndarray,
-    meta: list[dict[str, Any]], settings: DetectorSettings, seed: int, corpus: Path,
+    meta: list[dict[str, Any]], settings: DetectorSettings, seed: int, corpora: list[Path],
     val_fraction: float,
 ) -> dict[str, Any]:  # fmt: skip
     """Held-out metrics with the deployed scorer and tracker (see the card for definitions)."""
@@ -431,9 +433,9 @@ def validate(
         name = "clean (no background)" if lo == float("inf") else f"SNR {lo:+.0f}..{hi:+.0f} dB"
         event_f1[name] = _prf(*counts)
     false_alarms = len(spans_of_scores(fa_scores, settings))
-    recorded_y, recorded_s = recorded_clip_scores(model, corpus, settings, seed, val_fraction)
+    recorded_y, recorded_s = recorded_clip_scores(model, corpora, settings, seed, val_fraction)
     recorded_recall2, _ = recall_at_far(recorded_y, recorded_s, 0.02)
-    padded_y, padded_s = recorded_clip_scores(model, corpus, settings, seed, val_fraction, 1.0)
+    padded_y, padded_s = recorded_clip_scores(model, corpora, settings, seed, val_fraction, 1.0)
     padded_recall2, _ = recall_at_far(padded_y, padded_s, 0.02)
     return {
         "validation_streams": len(val),
@@ -460,6 +462,11 @@ def validate(
     }
 
 
+def corpora_of(corpus: Path, config: dict[str, Any]) -> list[Path]:
+    """The main corpus and the extra ones the training set was built from (its config)."""
+    return [corpus, *(Path(folder) for folder in config.get("extra_corpora", []))]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, required=True, help="folder with manifest.csv")
@@ -475,6 +482,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--validate", type=Path, metavar="MODEL",
                         help="train nothing: validate this model file on the training set's "
                         "held-out streams and print the metrics")  # fmt: skip
+    parser.add_argument("--extra-corpus", type=Path, action="append", default=[], metavar="DIR",
+                        help="another folder with manifest.csv for the training set (repeatable;"
+                        " see make_training_set.py)")  # fmt: skip
+    parser.add_argument("--extra-copies", type=int, metavar="N",
+                        help="augmented copies per clip of the extra corpora")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("sensor.frames").setLevel(logging.ERROR)
@@ -484,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
         mel, labels, offsets, meta, config = load_trainset(args.trainset)
         settings = DetectorSettings()
         metrics = validate(load_model(args.validate), mel, labels, offsets, meta, settings,
-                           int(config["seed"]), args.corpus, config["val_fraction"])  # fmt: skip
+                           int(config["seed"]), corpora_of(args.corpus, config),
+                           config["val_fraction"])  # fmt: skip
         print(json.dumps(metrics, indent=2))
         return 0
     import torch
@@ -492,8 +505,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     started = time.monotonic()
     if not args.trainset.exists():
-        make_training_set.build(args.corpus, args.trainset, seed=args.seed, jobs=args.jobs)
+        make_training_set.build(args.corpus, args.trainset, seed=args.seed, jobs=args.jobs,
+                                extra_corpora=args.extra_corpus,
+                                extra_copies=args.extra_copies)  # fmt: skip
     mel, labels, offsets, meta, config = load_trainset(args.trainset)
+    corpora = corpora_of(args.corpus, config)
     log.info("%d streams, %.2f h", len(meta), mel.shape[0] * HOP_S / 3600)
     context = context_steps()
     inputs = stream_inputs(mel, offsets, context)
@@ -509,7 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     fit_s = time.monotonic() - fit_started
     log.info("network fitted in %.0f s", fit_s)
     metadata = {
-        "trained_on": str(args.corpus), "trainset_config": config,
+        "trained_on": ", ".join(str(c) for c in corpora), "trainset_config": config,
         "architecture": [list(layer) for layer in ARCHITECTURE], "epochs": args.epochs,
         "seed": args.seed, "training_streams": len(train), "torch": torch.__version__,
         "mil_weight": args.mil_weight,
@@ -527,9 +543,9 @@ def main(argv: list[str] | None = None) -> int:
     log.info("wrote %s (%s, %d bytes)", args.out, model.version, args.out.stat().st_size)
     settings = DetectorSettings()
     metrics = validate(model, mel, labels, offsets, meta, settings, int(config["seed"]),
-                       args.corpus, config["val_fraction"])  # fmt: skip
+                       corpora, config["val_fraction"])  # fmt: skip
     split = np.repeat(np.array([m["split"] for m in meta]), np.diff(offsets))
-    metrics.update({"model_version": model.version, "licences": licence_counts(args.corpus),
+    metrics.update({"model_version": model.version, "licences": licence_counts(corpora),
                     "training_hours": round(float(np.sum(split == "train")) * HOP_S / 3600, 2),
                     "fit_seconds": round(fit_s),
                     "train_seconds_total": round(time.monotonic() - started),

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import collections
+import csv
 import sys
+from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from analyzer.classifier import N_BANDS, N_CHANNELS, logits_of_stream
@@ -78,3 +82,43 @@ def test_rare_labels_get_more_copies_within_the_limit() -> None:
     assert copies["car_horn"] == 70 * 5
     assert copies["dog_howl"] == 8 * 3  # one clip: capped at 3x
     assert copies["bird"] == 12 * round(5 * 35 / 12)  # 15 each
+
+
+def test_extra_corpus_clips_get_their_own_number_of_copies() -> None:
+    import make_training_set as mts
+
+    clips = [mts.Clip(f"bark{i}", "", True, "dog_bark", f"g{i}", 1.0) for i in range(3)]
+    clips += [mts.Clip(f"car{i}", "", False, "car_horn", f"c{i}", 1.0) for i in range(4)]
+    clips += [mts.Clip(f"owl{i}", "", False, "other_animal", f"o{i}", 1.0, extra=True)
+              for i in range(2)]  # fmt: skip
+    tasks = mts.plan_tasks(clips, seed=1, fraction=0.0, dog_copies=8, other_copies=5,
+                           extra_negatives=0, val_copies=2, extra_copies=15)  # fmt: skip
+    per_clip = collections.Counter(clips[task.clip_index].clip_id for task in tasks)
+    assert per_clip == {**{f"bark{i}": 8 for i in range(3)}, **{f"car{i}": 5 for i in range(4)},
+                        "owl0": 15, "owl1": 15}  # fmt: skip
+    unset = mts.plan_tasks(clips, seed=1, fraction=0.0, dog_copies=8, other_copies=5,
+                           extra_negatives=0, val_copies=2)  # fmt: skip
+    assert collections.Counter(clips[t.clip_index].clip_id for t in unset)["owl0"] == 5
+
+
+def _write_manifest(folder: Path, rows: list[tuple[str, str]]) -> None:
+    folder.mkdir()
+    with open(folder / "manifest.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["clip_id", "binary", "group", "file", "label"])
+        writer.writerows([clip_id, binary, clip_id, f"{clip_id}.flac", "x"]
+                         for clip_id, binary in rows)  # fmt: skip
+
+
+def test_extra_corpora_join_the_main_one_and_a_clip_id_may_not_repeat(tmp_path: Path) -> None:
+    import make_training_set as mts
+
+    _write_manifest(tmp_path / "main", [("a", "dog"), ("b", "not_dog")])
+    _write_manifest(tmp_path / "extra", [("c", "not_dog")])
+    clips = mts.read_manifests(tmp_path / "main", [tmp_path / "extra"])
+    assert [(c.clip_id, c.is_dog, c.extra) for c in clips] == [
+        ("a", True, False), ("b", False, False), ("c", False, True)]  # fmt: skip
+    assert clips[2].path == str(tmp_path / "extra" / "c.flac")
+    _write_manifest(tmp_path / "again", [("b", "not_dog")])
+    with pytest.raises(ValueError, match="'b' appears twice"):
+        mts.read_manifests(tmp_path / "main", [tmp_path / "again"])
