@@ -510,6 +510,10 @@ def main(argv: list[str] | None = None) -> int:
                                 extra_copies=args.extra_copies)  # fmt: skip
     mel, labels, offsets, meta, config = load_trainset(args.trainset)
     corpora = corpora_of(args.corpus, config)
+    if {str(f) for f in args.extra_corpus} != {str(f) for f in corpora[1:]}:
+        log.warning("%s was built from the extra corpora %s, not from --extra-corpus %s: "
+                    "training on it as it is (remove it to rebuild)", args.trainset,
+                    [str(f) for f in corpora[1:]], [str(f) for f in args.extra_corpus])  # fmt: skip
     log.info("%d streams, %.2f h", len(meta), mel.shape[0] * HOP_S / 3600)
     context = context_steps()
     inputs = stream_inputs(mel, offsets, context)
