@@ -91,7 +91,7 @@ def analyze_file(
     assessed: dict[int, EventAudibility | None] = {}
     events: list[DogEvent] = []
     max_score = 0.0
-    frame_rows = []
+    frame_rows: list[dict[str, Any]] = []
     for frame in frames:
         result = pipeline.feed(frame)
         if assessor is not None:

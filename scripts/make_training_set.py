@@ -100,6 +100,7 @@ class Clip:
     group: str
     duration_s: float
     extra: bool = False  # from an extra corpus (its own number of copies)
+    licence: str = ""
 
 
 def read_manifest(corpus: Path, extra: bool = False) -> list[Clip]:
@@ -118,6 +119,7 @@ def read_manifest(corpus: Path, extra: bool = False) -> list[Clip]:
                     group=row["group"],
                     duration_s=float(row.get("duration_s") or 0.0),
                     extra=extra,
+                    licence=row.get("licence", ""),
                 )
             )
     return clips

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import csv
 import dataclasses
 import hashlib
 import json
@@ -325,32 +324,29 @@ def _clip_auprc(
 
 def recorded_clip_scores(
     model: DogModel, corpora: list[Path], settings: DetectorSettings, seed: int,
-    fraction: float, silence_s: float = 0.0,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    fraction: float, silences_s: tuple[float, ...] = (0.0,),
+) -> tuple[np.ndarray, list[np.ndarray]]:  # fmt: skip
     """Highest score of every held-out clip exactly as recorded (no mixing, no lead-in; the
-    clip scaled to -30 dBFS RMS), as ``barkwatch analyze`` would see the file; and its label.
-    ``silence_s`` of digital zeros before and after it, as clip datasets pad short clips."""
-    labels, scores = [], []
-    zeros = np.zeros(round(silence_s * make_training_set.RATE))
+    clip scaled to -30 dBFS RMS), as ``barkwatch analyze`` would see the file, once per entry
+    of ``silences_s`` (seconds of digital zeros before and after it, as clip datasets pad short
+    clips); and its label. Each clip is read once."""
+    labels: list[bool] = []
+    scores: list[list[float]] = [[] for _ in silences_s]
+    paddings = [np.zeros(round(s * make_training_set.RATE)) for s in silences_s]
     for clip in make_training_set.read_manifests(corpora[0], corpora[1:]):
         if not make_training_set.is_validation_group(clip.group, seed, fraction):
             continue
         audio = make_training_set.scaled_to_dbfs(make_training_set.load_audio(clip.path), -30.0)
-        mel = make_training_set.mel_of_audio(np.concatenate([zeros, audio, zeros]))
         labels.append(clip.is_dog)
-        scores.append(float(stream_scores(model, mel, settings).max(initial=0.0)))
-    return np.array(labels), np.array(scores)
+        for zeros, per_padding in zip(paddings, scores, strict=True):
+            mel = make_training_set.mel_of_audio(np.concatenate([zeros, audio, zeros]))
+            per_padding.append(float(stream_scores(model, mel, settings).max(initial=0.0)))
+    return np.array(labels), [np.array(s) for s in scores]
 
 
-def licence_counts(corpora: list[Path]) -> dict[str, int]:
+def licence_counts(clips: list[make_training_set.Clip]) -> dict[str, int]:
     """Clips per licence family (the text before the first parenthesis)."""
-    counts: collections.Counter[str] = collections.Counter()
-    for corpus in corpora:
-        with open(corpus / "manifest.csv", newline="") as handle:
-            for row in csv.DictReader(handle):
-                if "snoring" in row.get("original_class", ""):
-                    continue
-                counts[row["licence"].split(" (")[0].strip() or "unknown"] += 1
+    counts = collections.Counter(clip.licence.split(" (")[0].strip() or "unknown" for clip in clips)
     return dict(counts.most_common())
 
 
@@ -433,10 +429,10 @@ def validate(
         name = "clean (no background)" if lo == float("inf") else f"SNR {lo:+.0f}..{hi:+.0f} dB"
         event_f1[name] = _prf(*counts)
     false_alarms = len(spans_of_scores(fa_scores, settings))
-    recorded_y, recorded_s = recorded_clip_scores(model, corpora, settings, seed, val_fraction)
+    recorded_y, (recorded_s, padded_s) = recorded_clip_scores(
+        model, corpora, settings, seed, val_fraction, (0.0, 1.0))  # fmt: skip
     recorded_recall2, _ = recall_at_far(recorded_y, recorded_s, 0.02)
-    padded_y, padded_s = recorded_clip_scores(model, corpora, settings, seed, val_fraction, 1.0)
-    padded_recall2, _ = recall_at_far(padded_y, padded_s, 0.02)
+    padded_recall2, _ = recall_at_far(recorded_y, padded_s, 0.02)
     return {
         "validation_streams": len(val),
         "validation_dog_streams": int(y.sum()),
@@ -448,7 +444,7 @@ def validate(
         "recorded_dog_clips": int(recorded_y.sum()),
         "recorded_clip_auprc": round(average_precision(recorded_y, recorded_s), 4),
         "recorded_clip_recall_at_2pct_far": round(recorded_recall2, 4),
-        "silence_padded_clip_auprc": round(average_precision(padded_y, padded_s), 4),
+        "silence_padded_clip_auprc": round(average_precision(recorded_y, padded_s), 4),
         "silence_padded_clip_recall_at_2pct_far": round(padded_recall2, 4),
         "step_auprc": round(
             average_precision(np.concatenate(step_labels), np.concatenate(step_scores)), 4
@@ -549,7 +545,8 @@ def main(argv: list[str] | None = None) -> int:
     metrics = validate(model, mel, labels, offsets, meta, settings, int(config["seed"]),
                        corpora, config["val_fraction"])  # fmt: skip
     split = np.repeat(np.array([m["split"] for m in meta]), np.diff(offsets))
-    metrics.update({"model_version": model.version, "licences": licence_counts(corpora),
+    clips = make_training_set.read_manifests(corpora[0], corpora[1:])
+    metrics.update({"model_version": model.version, "licences": licence_counts(clips),
                     "training_hours": round(float(np.sum(split == "train")) * HOP_S / 3600, 2),
                     "fit_seconds": round(fit_s),
                     "train_seconds_total": round(time.monotonic() - started),
