@@ -41,6 +41,7 @@ from analyzer.classifier import (  # noqa: E402
     INPUT_VERSION,
     N_BANDS,
     N_CHANNELS,
+    ClassifierError,
     DogClassifier,
     DogModel,
     Layer,
@@ -115,6 +116,7 @@ ARCHITECTURE = (
 EPOCHS = 60
 MIL_WEIGHT = 2.0  # weight of the per-crop loss on the crop's highest score (see fit_network)
 CROP_STEPS = 256  # scored steps per training crop (5.1 s)
+DISTIL_WEIGHT = 1.0  # weight of the loss towards the teachers' scores (--teacher)
 
 
 def context_steps(architecture: tuple[tuple[str, int, int, int, int], ...] = ARCHITECTURE) -> int:
@@ -210,11 +212,15 @@ def stream_inputs(mel: np.ndarray, offsets: np.ndarray, context: int) -> list[np
 
 
 def _crop(
-    rng: np.random.Generator, x: np.ndarray, lab: np.ndarray, context: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """A random crop of CROP_STEPS scored steps (with context); short streams are padded with
-    their last row and the padded steps ignored. Dog streams are cropped around their dog steps."""
+    rng: np.random.Generator, x: np.ndarray, lab: np.ndarray, context: int,
+    soft: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """A random crop of CROP_STEPS scored steps (with context), its labels and its teacher
+    targets (NaN without teachers); short streams are padded with their last row, the padded
+    steps ignored (label -1, target NaN). Dog streams are cropped around their dog steps."""
     n = lab.size
+    if soft is None:
+        soft = np.full(n, np.nan, np.float32)
     if n > CROP_STEPS:
         dog = np.flatnonzero(lab == 1)
         if dog.size and rng.random() < 0.8:
@@ -222,10 +228,24 @@ def _crop(
             start = int(np.clip(centre - rng.integers(0, CROP_STEPS), 0, n - CROP_STEPS))
         else:
             start = int(rng.integers(0, n - CROP_STEPS + 1))
-        return x[start : start + CROP_STEPS + 2 * context], lab[start : start + CROP_STEPS]
+        stop = start + CROP_STEPS
+        return x[start : stop + 2 * context], lab[start:stop], soft[start:stop]
     pad = CROP_STEPS - n
     xs = np.concatenate([x, np.repeat(x[-1:], pad, 0)])
-    return xs, np.concatenate([lab, np.full(pad, -1, np.int8)])
+    return (xs, np.concatenate([lab, np.full(pad, -1, np.int8)]),
+            np.concatenate([soft, np.full(pad, np.nan, np.float32)]))  # fmt: skip
+
+
+def teacher_targets(teachers: list[DogModel], inputs: list[np.ndarray], context: int
+                    ) -> list[np.ndarray]:  # fmt: skip
+    """Mean dog probability of the teacher models at every step of every stream (``inputs``
+    padded with ``context`` rows either side, as :func:`stream_inputs` gives them)."""
+    targets = []
+    for x in inputs:
+        core = x[context:-context].astype(np.float32)
+        logits = np.stack([logits_of_stream(t, core) for t in teachers])
+        targets.append(np.mean(1.0 / (1.0 + np.exp(-logits)), axis=0).astype(np.float32))
+    return targets
 
 
 def _augment(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
@@ -251,8 +271,14 @@ def fit_network(
     epochs: int,
     val: tuple[list[np.ndarray], list[np.ndarray], list[bool]] | None = None,
     mil_weight: float = MIL_WEIGHT,
+    soft: list[np.ndarray] | None = None,
+    distil_weight: float = 0.0,
 ) -> Any:
-    """Train the network on random crops (per-step logistic loss, unknown steps ignored)."""
+    """Train the network on random crops (per-step logistic loss, unknown steps ignored).
+
+    With ``soft`` (teacher probabilities per stream, :func:`teacher_targets`), a logistic loss
+    towards them on every step of the crop, unknown steps included, is added with weight
+    ``distil_weight``: distillation of an ensemble into this one small network."""
     import torch
 
     torch.manual_seed(seed)
@@ -274,7 +300,10 @@ def fit_network(
             chosen = np.concatenate(
                 [rng.choice(dog_streams, BATCH // 2), rng.choice(other_streams, BATCH - BATCH // 2)]
             )
-            crops = [_crop(rng, inputs[i], labels[i], context) for i in chosen]
+            crops = [
+                _crop(rng, inputs[i], labels[i], context, None if soft is None else soft[i])
+                for i in chosen
+            ]
             xb = torch.from_numpy(
                 np.stack([_augment(rng, c[0]) for c in crops]).transpose(0, 3, 2, 1).copy()
             )
@@ -290,6 +319,12 @@ def fit_network(
             loss = loss + mil_weight * torch.nn.functional.binary_cross_entropy_with_logits(
                 highest[judged], target[judged]
             )
+            if distil_weight:
+                tb = torch.from_numpy(np.stack([c[2] for c in crops]))
+                taught = ~torch.isnan(tb)
+                loss = loss + distil_weight * torch.nn.functional.binary_cross_entropy_with_logits(
+                    logits[taught], tb[taught]
+                )
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
@@ -483,6 +518,11 @@ def main(argv: list[str] | None = None) -> int:
                         " see make_training_set.py)")  # fmt: skip
     parser.add_argument("--extra-copies", type=int, metavar="N",
                         help="augmented copies per clip of the extra corpora")
+    parser.add_argument("--teacher", type=Path, action="append", default=[], metavar="MODEL",
+                        help="distil from these model files (repeatable): their mean score at "
+                        "every training step becomes a second target")  # fmt: skip
+    parser.add_argument("--distil-weight", type=float, default=DISTIL_WEIGHT,
+                        help="weight of the loss towards the teachers' scores (with --teacher)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("sensor.frames").setLevel(logging.ERROR)
@@ -496,6 +536,12 @@ def main(argv: list[str] | None = None) -> int:
                            config["val_fraction"])  # fmt: skip
         print(json.dumps(metrics, indent=2))
         return 0
+    teachers = []
+    for path in args.teacher:
+        try:
+            teachers.append(load_model(path))
+        except ClassifierError as exc:
+            parser.error(f"--teacher: {exc}")
     import torch
 
     torch.set_num_threads(args.threads)
@@ -517,11 +563,16 @@ def main(argv: list[str] | None = None) -> int:
     log.info("inputs done at %.0f s", time.monotonic() - started)
     train = [i for i, m in enumerate(meta) if m["split"] == "train"]
     val = [i for i, m in enumerate(meta) if m["split"] == "val"]
+    soft = None
+    if teachers:
+        soft = teacher_targets(teachers, [inputs[i] for i in train], context)
+        log.info("teacher scores of %d streams from %s done at %.0f s", len(train),
+                 ", ".join(t.version for t in teachers), time.monotonic() - started)  # fmt: skip
     fit_started = time.monotonic()
     net = fit_network([inputs[i] for i in train], [stream_labels[i] for i in train], args.seed,
                       args.epochs, ([inputs[i] for i in val], [stream_labels[i] for i in val],
                                     [bool(meta[i]["is_dog"]) for i in val]),
-                      args.mil_weight)  # fmt: skip
+                      args.mil_weight, soft, args.distil_weight if teachers else 0.0)  # fmt: skip
     fit_s = time.monotonic() - fit_started
     log.info("network fitted in %.0f s", fit_s)
     metadata = {
@@ -529,6 +580,8 @@ def main(argv: list[str] | None = None) -> int:
         "architecture": [list(layer) for layer in ARCHITECTURE], "epochs": args.epochs,
         "seed": args.seed, "training_streams": len(train), "torch": torch.__version__,
         "mil_weight": args.mil_weight,
+        "teachers": [t.version for t in teachers],
+        "distil_weight": args.distil_weight if teachers else 0.0,
     }  # fmt: skip
     model = export_network(net, metadata)
     check = val[0]

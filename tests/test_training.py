@@ -65,6 +65,54 @@ def test_training_learns_a_separable_toy_problem() -> None:
     assert min(dog) > max(other)
 
 
+def test_a_distilled_network_learns_the_teachers_scores_where_labels_are_unknown() -> None:
+    # Dog bursts (bands 8-11) are labelled; a second burst (bands 24-27) in every stream is
+    # labelled unknown, so only the teacher's targets (1 there, 0 elsewhere) say what it is.
+    rng = np.random.default_rng(6)
+    context = train_classifier.context_steps()
+    inputs, labels, soft = [], [], []
+    for k in range(120):
+        x = rng.random((300, N_BANDS, N_CHANNELS)).astype(np.float32) * 0.2
+        lab = np.zeros(300, np.int8)
+        teacher = np.zeros(300, np.float32)
+        if k % 2:
+            x[20:60, 8:12, 0] += 1.5
+            lab[20:60] = teacher[20:60] = 1
+        start = int(rng.integers(100, 240))
+        x[start : start + 40, 24:28, 0] += 1.5
+        lab[start : start + 40] = -1
+        teacher[start : start + 40] = 1.0
+        padded = np.concatenate([np.repeat(x[:1], context, 0), x, np.repeat(x[-1:], context, 0)])
+        inputs.append(padded.astype(np.float16))
+        labels.append(lab)
+        soft.append(teacher)
+    net = train_classifier.fit_network(inputs, labels, seed=1, epochs=60, soft=soft,
+                                       distil_weight=1.0)  # fmt: skip
+    model = train_classifier.export_network(net, {})
+    probe = rng.random((300, N_BANDS, N_CHANNELS)).astype(np.float32) * 0.2
+    probe[130:170, 24:28, 0] += 1.5
+    scores = 1 / (1 + np.exp(-logits_of_stream(model, probe)))
+    assert scores[135:165].mean() > 0.5 > scores[220:280].mean()
+
+
+def test_teacher_targets_are_the_teachers_mean_probability_at_every_step() -> None:
+    context = train_classifier.context_steps()
+    teachers = []
+    for seed in (1, 2):
+        generator = torch.Generator().manual_seed(seed)
+        net = train_classifier.build_network()
+        for parameter in net.parameters():
+            parameter.data.normal_(0.0, 0.3, generator=generator)
+        teachers.append(train_classifier.export_network(net.eval(), {}))
+    x = np.random.default_rng(7).random((200, N_BANDS, N_CHANNELS)).astype(np.float32)
+    padded = np.concatenate([np.repeat(x[:1], context, 0), x, np.repeat(x[-1:], context, 0)])
+    probabilities = [1 / (1 + np.exp(-logits_of_stream(t, x))) for t in teachers]
+    (targets,) = train_classifier.teacher_targets(teachers, [padded.astype(np.float16)], context)
+    assert targets.shape == (200,)
+    assert not np.allclose(probabilities[0], probabilities[1], atol=1e-2)
+    assert np.allclose(targets, (probabilities[0] + probabilities[1]) / 2, atol=1e-3)
+
+
 def test_rare_labels_get_more_copies_within_the_limit() -> None:
     import make_training_set as mts
 
