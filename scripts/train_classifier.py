@@ -56,6 +56,7 @@ from analyzer.events import EventTracker  # noqa: E402
 log = logging.getLogger("train_classifier")
 
 HOP_S = 0.02
+Models = DogModel | tuple[DogModel, ...]  # one model, or several scored as an ensemble
 BATCH = 64
 SNR_BINS = [(-5.0, 0.0), (0.0, 10.0), (10.0, 20.01), (float("inf"), float("inf"))]
 
@@ -67,8 +68,13 @@ def load_trainset(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[
                 json.loads(str(data["config_json"])))  # fmt: skip
 
 
-def stream_scores(model: DogModel, mel: np.ndarray, settings: DetectorSettings) -> np.ndarray:
-    """Scores of every step of a stream, computed as the live pipeline does (1 s at a time)."""
+def stream_scores(
+    model: Models, mel: np.ndarray, settings: DetectorSettings
+) -> np.ndarray:
+    """Scores of every step of a stream, computed as the live pipeline does (1 s at a time).
+    Several models score as an ensemble: the mean of their scores."""
+    if isinstance(model, tuple):
+        return np.mean([stream_scores(one, mel, settings) for one in model], axis=0)
     scorer = DogClassifier(model, max(1, round(settings.smoothing_s / HOP_S)),
                            settings.min_band_level_db)  # fmt: skip
     parts = [scorer.scores(mel[i : i + 50].astype(np.float32)) for i in range(0, len(mel), 50)]
@@ -358,7 +364,7 @@ def _clip_auprc(
 
 
 def recorded_clip_scores(
-    model: DogModel, corpora: list[Path], settings: DetectorSettings, seed: int,
+    model: Models, corpora: list[Path], settings: DetectorSettings, seed: int,
     fraction: float, silences_s: tuple[float, ...] = (0.0,),
 ) -> tuple[np.ndarray, list[np.ndarray]]:  # fmt: skip
     """Highest score of every held-out clip exactly as recorded (no mixing, no lead-in; the
@@ -418,7 +424,7 @@ def _prf(tp: int, fp: int, fn: int) -> dict[str, float | int]:
 
 
 def validate(
-    model: DogModel, mel: np.ndarray, labels: np.ndarray, offsets: np.ndarray,
+    model: Models, mel: np.ndarray, labels: np.ndarray, offsets: np.ndarray,
     meta: list[dict[str, Any]], settings: DetectorSettings, seed: int, corpora: list[Path],
     val_fraction: float,
 ) -> dict[str, Any]:  # fmt: skip
@@ -510,9 +516,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="weight of the loss on each crop's highest score (false alarms)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2, help="torch threads for training")
-    parser.add_argument("--validate", type=Path, metavar="MODEL",
+    parser.add_argument("--validate", type=Path, nargs="+", metavar="MODEL",
                         help="train nothing: validate this model file on the training set's "
-                        "held-out streams and print the metrics")  # fmt: skip
+                        "held-out streams and print the metrics (several files: their mean "
+                        "score, an ensemble)")  # fmt: skip
     parser.add_argument("--extra-corpus", type=Path, action="append", default=[], metavar="DIR",
                         help="another folder with manifest.csv for the training set (repeatable;"
                         " see make_training_set.py)")  # fmt: skip
@@ -531,8 +538,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--validate needs an existing --trainset ({args.trainset} not found)")
         mel, labels, offsets, meta, config = load_trainset(args.trainset)
         settings = DetectorSettings()
-        metrics = validate(load_model(args.validate), mel, labels, offsets, meta, settings,
-                           int(config["seed"]), corpora_of(args.corpus, config),
+        try:
+            models = tuple(load_model(path) for path in args.validate)
+        except ClassifierError as exc:
+            parser.error(f"--validate: {exc}")
+        metrics = validate(models[0] if len(models) == 1 else models, mel, labels, offsets,
+                           meta, settings, int(config["seed"]), corpora_of(args.corpus, config),
                            config["val_fraction"])  # fmt: skip
         print(json.dumps(metrics, indent=2))
         return 0

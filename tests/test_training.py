@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from analyzer.classifier import N_BANDS, N_CHANNELS, logits_of_stream
+from analyzer.classifier import N_BANDS, N_CHANNELS, N_MELS, DogModel, logits_of_stream
+from analyzer.config import DetectorSettings
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -95,15 +96,17 @@ def test_a_distilled_network_learns_the_teachers_scores_where_labels_are_unknown
     assert scores[135:165].mean() > 0.5 > scores[220:280].mean()
 
 
+def _random_model(seed: int) -> DogModel:
+    generator = torch.Generator().manual_seed(seed)
+    net = train_classifier.build_network()
+    for parameter in net.parameters():
+        parameter.data.normal_(0.0, 0.3, generator=generator)
+    return train_classifier.export_network(net.eval(), {})
+
+
 def test_teacher_targets_are_the_teachers_mean_probability_at_every_step() -> None:
     context = train_classifier.context_steps()
-    teachers = []
-    for seed in (1, 2):
-        generator = torch.Generator().manual_seed(seed)
-        net = train_classifier.build_network()
-        for parameter in net.parameters():
-            parameter.data.normal_(0.0, 0.3, generator=generator)
-        teachers.append(train_classifier.export_network(net.eval(), {}))
+    teachers = [_random_model(1), _random_model(2)]
     x = np.random.default_rng(7).random((200, N_BANDS, N_CHANNELS)).astype(np.float32)
     padded = np.concatenate([np.repeat(x[:1], context, 0), x, np.repeat(x[-1:], context, 0)])
     probabilities = [1 / (1 + np.exp(-logits_of_stream(t, x))) for t in teachers]
@@ -111,6 +114,18 @@ def test_teacher_targets_are_the_teachers_mean_probability_at_every_step() -> No
     assert targets.shape == (200,)
     assert not np.allclose(probabilities[0], probabilities[1], atol=1e-2)
     assert np.allclose(targets, (probabilities[0] + probabilities[1]) / 2, atol=1e-3)
+
+
+def test_several_models_validate_as_an_ensemble_of_their_mean_scores() -> None:
+    first, second = _random_model(3), _random_model(4)
+    mel = np.random.default_rng(8).uniform(20.0, 80.0, (400, N_MELS)).astype(np.float32)
+    settings = DetectorSettings()
+    one = train_classifier.stream_scores(first, mel, settings)
+    other = train_classifier.stream_scores(second, mel, settings)
+    both = train_classifier.stream_scores((first, second), mel, settings)
+    assert one.shape == other.shape == both.shape == (400,)
+    assert not np.allclose(one, other, atol=1e-2)
+    assert np.allclose(both, (one + other) / 2)
 
 
 def test_rare_labels_get_more_copies_within_the_limit() -> None:
