@@ -11,7 +11,9 @@ network with PyTorch on random 5 s crops (per-step logistic loss plus a loss on 
 highest score, feature-level band shifts and masks), folds its batch norms and exports it to a
 plain ``.npz`` that numpy runs, checks the export against PyTorch, validates on the held-out
 groups with the streaming scorer and the event tracker exactly as deployed, and writes
-``models/dog_classifier.metrics.json``. PyTorch is a training-only dependency (``[train]``).
+``models/dog_classifier.metrics.json``. ``--teacher MODEL`` (repeatable) adds a loss towards
+other models' mean score at every step (distillation). PyTorch is a training-only dependency
+(``[train]``).
 Seeded (numpy and torch generators); whether two runs give bit-identical weights was not checked.
 """
 
@@ -68,9 +70,7 @@ def load_trainset(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[
                 json.loads(str(data["config_json"])))  # fmt: skip
 
 
-def stream_scores(
-    model: Models, mel: np.ndarray, settings: DetectorSettings
-) -> np.ndarray:
+def stream_scores(model: Models, mel: np.ndarray, settings: DetectorSettings) -> np.ndarray:
     """Scores of every step of a stream, computed as the live pipeline does (1 s at a time).
     Several models score as an ensemble: the mean of their scores."""
     if isinstance(model, tuple):
