@@ -67,12 +67,13 @@ def prepare(
             events[row["clip_id"]].append(row)
     with open(manifest, newline="") as handle:
         rows = list(csv.DictReader(handle))
+    projects = set(train_projects) if train_dir is not None else set()
     known = {row["source_group"] for row in rows}
-    unknown = sorted(set(train_projects) - known) if train_dir is not None else []
+    unknown = sorted(projects - known)
     if unknown:
         raise SystemExit(f"--train-projects: no such project in {manifest}: {', '.join(unknown)}"
                          f" (known: {', '.join(sorted(known))})")  # fmt: skip
-    training = [r for r in rows if train_dir is not None and r["source_group"] in train_projects]
+    training = [r for r in rows if r["source_group"] in projects]
     trained_ids = {r["id"] for r in training}
     if train_dir is not None:
         train_dir.mkdir(parents=True, exist_ok=True)

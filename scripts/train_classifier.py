@@ -504,6 +504,15 @@ def corpora_of(corpus: Path, config: dict[str, Any]) -> list[Path]:
     return [corpus, *(Path(folder) for folder in config.get("extra_corpora", []))]
 
 
+def load_models(parser: argparse.ArgumentParser, option: str, paths: list[Path]
+                ) -> tuple[DogModel, ...]:  # fmt: skip
+    """The model files named by ``option``; one that cannot be loaded ends with its message."""
+    try:
+        return tuple(load_model(path) for path in paths)
+    except ClassifierError as exc:
+        parser.error(f"{option}: {exc}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, required=True, help="folder with manifest.csv")
@@ -538,21 +547,13 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--validate needs an existing --trainset ({args.trainset} not found)")
         mel, labels, offsets, meta, config = load_trainset(args.trainset)
         settings = DetectorSettings()
-        try:
-            models = tuple(load_model(path) for path in args.validate)
-        except ClassifierError as exc:
-            parser.error(f"--validate: {exc}")
-        metrics = validate(models[0] if len(models) == 1 else models, mel, labels, offsets,
-                           meta, settings, int(config["seed"]), corpora_of(args.corpus, config),
-                           config["val_fraction"])  # fmt: skip
+        metrics = validate(load_models(parser, "--validate", args.validate), mel, labels,
+                           offsets, meta, settings, int(config["seed"]),
+                           corpora_of(args.corpus, config), config["val_fraction"])  # fmt: skip
         print(json.dumps(metrics, indent=2))
         return 0
-    teachers = []
-    for path in args.teacher:
-        try:
-            teachers.append(load_model(path))
-        except ClassifierError as exc:
-            parser.error(f"--teacher: {exc}")
+    teachers = load_models(parser, "--teacher", args.teacher)
+    distil_weight = args.distil_weight if teachers else 0.0
     import torch
 
     torch.set_num_threads(args.threads)
@@ -583,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
     net = fit_network([inputs[i] for i in train], [stream_labels[i] for i in train], args.seed,
                       args.epochs, ([inputs[i] for i in val], [stream_labels[i] for i in val],
                                     [bool(meta[i]["is_dog"]) for i in val]),
-                      args.mil_weight, soft, args.distil_weight if teachers else 0.0)  # fmt: skip
+                      args.mil_weight, soft, distil_weight)  # fmt: skip
     fit_s = time.monotonic() - fit_started
     log.info("network fitted in %.0f s", fit_s)
     metadata = {
@@ -592,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed, "training_streams": len(train), "torch": torch.__version__,
         "mil_weight": args.mil_weight,
         "teachers": [t.version for t in teachers],
-        "distil_weight": args.distil_weight if teachers else 0.0,
+        "distil_weight": distil_weight,
     }  # fmt: skip
     model = export_network(net, metadata)
     check = val[0]
