@@ -123,6 +123,7 @@ EPOCHS = 60
 MIL_WEIGHT = 2.0  # weight of the per-crop loss on the crop's highest score (see fit_network)
 CROP_STEPS = 256  # scored steps per training crop (5.1 s)
 DISTIL_WEIGHT = 1.0  # weight of the loss towards the teachers' scores (--teacher)
+BALANCE = 0.0  # streams drawn alike; see balance_weights and --balance
 
 
 def context_steps(architecture: tuple[tuple[str, int, int, int, int], ...] = ARCHITECTURE) -> int:
@@ -270,6 +271,28 @@ def _augment(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
     return x
 
 
+def balance_weights(names: list[str], power: float) -> np.ndarray:
+    """Sampling weight of each stream: its label's stream count to the power ``-power``
+    (0: every stream alike; 0.5: a label's share of draws grows as the root of its count)."""
+    counts = collections.Counter(names)
+    return np.array([counts[n] ** -power for n in names], dtype=np.float64)
+
+
+def batch_streams(
+    rng: np.random.Generator,
+    dog: tuple[list[int], np.ndarray | None],
+    other: tuple[list[int], np.ndarray | None],
+) -> np.ndarray:
+    """One batch's streams: half drawn from the dog streams, half from the others, each
+    uniformly or with the probabilities given beside them."""
+    return np.concatenate(
+        [
+            rng.choice(dog[0], BATCH // 2, p=dog[1]),
+            rng.choice(other[0], BATCH - BATCH // 2, p=other[1]),
+        ]
+    )
+
+
 def fit_network(
     inputs: list[np.ndarray],
     labels: list[np.ndarray],
@@ -279,9 +302,12 @@ def fit_network(
     mil_weight: float = MIL_WEIGHT,
     soft: list[np.ndarray] | None = None,
     distil_weight: float = 0.0,
+    weights: np.ndarray | None = None,
 ) -> Any:
     """Train the network on random crops (per-step logistic loss, unknown steps ignored).
 
+    Each batch draws half its streams from those with a dog and half from the rest, uniformly
+    or, with ``weights`` (one per stream, :func:`balance_weights`), in proportion to them.
     With ``soft`` (teacher probabilities per stream, :func:`teacher_targets`), a logistic loss
     towards them on every step of the crop, unknown steps included, is added with weight
     ``distil_weight``: distillation of an ensemble into this one small network."""
@@ -298,14 +324,16 @@ def fit_network(
     )
     dog_streams = [i for i, lab in enumerate(labels) if (lab == 1).any()]
     other_streams = [i for i, lab in enumerate(labels) if not (lab == 1).any()]
+    p_dog = p_other = None
+    if weights is not None:
+        p_dog = weights[dog_streams] / weights[dog_streams].sum()
+        p_other = weights[other_streams] / weights[other_streams].sum()
     for epoch in range(epochs):
         net.train()
         started = time.monotonic()
         total = 0.0
         for _ in range(steps_per_epoch):
-            chosen = np.concatenate(
-                [rng.choice(dog_streams, BATCH // 2), rng.choice(other_streams, BATCH - BATCH // 2)]
-            )
+            chosen = batch_streams(rng, (dog_streams, p_dog), (other_streams, p_other))
             crops = [
                 _crop(rng, inputs[i], labels[i], context, None if soft is None else soft[i])
                 for i in chosen
@@ -539,7 +567,13 @@ def main(argv: list[str] | None = None) -> int:
                         "every training step becomes a second target")  # fmt: skip
     parser.add_argument("--distil-weight", type=float, default=DISTIL_WEIGHT,
                         help="weight of the loss towards the teachers' scores (with --teacher)")
+    parser.add_argument("--balance", type=float, default=BALANCE, metavar="POWER",
+                        help="draw rare labels more often: a stream's weight is its label's "
+                             "stream count to the power -POWER (0: all alike, 0.5: root, "
+                             "1: every label alike); default %(default)s")
     args = parser.parse_args(argv)
+    if not 0.0 <= args.balance <= 1.0:
+        parser.error(f"--balance must be between 0 and 1, not {args.balance}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("sensor.frames").setLevel(logging.ERROR)
     if args.validate is not None:
@@ -580,11 +614,14 @@ def main(argv: list[str] | None = None) -> int:
         soft = teacher_targets(teachers, [inputs[i] for i in train], context)
         log.info("teacher scores of %d streams from %s done at %.0f s", len(train),
                  ", ".join(t.version for t in teachers), time.monotonic() - started)  # fmt: skip
+    weights = None
+    if args.balance:
+        weights = balance_weights([meta[i]["label"] for i in train], args.balance)
     fit_started = time.monotonic()
     net = fit_network([inputs[i] for i in train], [stream_labels[i] for i in train], args.seed,
                       args.epochs, ([inputs[i] for i in val], [stream_labels[i] for i in val],
                                     [bool(meta[i]["is_dog"]) for i in val]),
-                      args.mil_weight, soft, distil_weight)  # fmt: skip
+                      args.mil_weight, soft, distil_weight, weights)  # fmt: skip
     fit_s = time.monotonic() - fit_started
     log.info("network fitted in %.0f s", fit_s)
     metadata = {
@@ -594,6 +631,7 @@ def main(argv: list[str] | None = None) -> int:
         "mil_weight": args.mil_weight,
         "teachers": [t.version for t in teachers],
         "distil_weight": distil_weight,
+        "balance": args.balance,
     }  # fmt: skip
     model = export_network(net, metadata)
     check = val[0]

@@ -128,6 +128,40 @@ def test_several_models_validate_as_an_ensemble_of_their_mean_scores() -> None:
     assert np.allclose(both, (one + other) / 2)
 
 
+@pytest.mark.parametrize("power", [0.0, 0.5, 1.0])
+def test_balance_weights_give_each_label_a_share_in_proportion_to_its_count_to_1_minus_power(
+    power: float,
+) -> None:
+    names = ["bark"] * 90 + ["growl"] * 9 + ["whine"] * 1
+    weights = train_classifier.balance_weights(names, power)
+    share = {n: sum(w for m, w in zip(names, weights, strict=True) if m == n) for n in set(names)}
+    total = sum(share.values())
+    expected = {n: names.count(n) ** (1 - power) for n in share}
+    for name in share:
+        assert share[name] / total == pytest.approx(expected[name] / sum(expected.values()))
+    within = [w for m, w in zip(names, weights, strict=True) if m == "bark"]
+    assert max(within) == min(within)
+
+
+def test_batches_draw_streams_in_proportion_to_their_weights() -> None:
+    rng = np.random.default_rng(9)
+    dog, other = list(range(100)), list(range(100, 140))
+    names = ["bark"] * 90 + ["growl"] * 10
+    weights = train_classifier.balance_weights(names, 1.0)
+    draws = np.concatenate([
+        train_classifier.batch_streams(rng, (dog, weights / weights.sum()), (other, None))
+        for _ in range(400)
+    ])  # fmt: skip
+    assert draws.size == 400 * train_classifier.BATCH
+    dog_draws = draws[draws < 100]
+    assert dog_draws.size == draws.size // 2
+    # Every label alike: growl streams (10 of 100) take half the dog draws, not a tenth.
+    assert np.mean(dog_draws >= 90) == pytest.approx(0.5, abs=0.03)
+    # Uniform draws among the others: each of the 40 about 1/40 of them.
+    counts = np.bincount(draws[draws >= 100] - 100, minlength=40)
+    assert counts.min() > 0.5 * counts.mean() and counts.max() < 1.5 * counts.mean()
+
+
 def test_rare_labels_get_more_copies_within_the_limit() -> None:
     import make_training_set as mts
 
@@ -185,3 +219,12 @@ def test_extra_corpora_join_the_main_one_and_a_clip_id_may_not_repeat(tmp_path: 
     _write_manifest(tmp_path / "again", [("b", "not_dog")])
     with pytest.raises(ValueError, match="'b' appears twice"):
         mts.read_manifests(tmp_path / "main", [tmp_path / "again"])
+
+
+def test_a_balance_power_outside_0_to_1_is_refused_by_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        train_classifier.main(["--corpus", str(tmp_path), "--balance", "1.5"])
+    assert exit_info.value.code == 2
+    assert "--balance must be between 0 and 1, not 1.5" in capsys.readouterr().err
