@@ -1,7 +1,7 @@
 """``barkwatch evaluate DIR``: detection accuracy against annotated recordings.
 
-Every audio file in DIR (``.wav``, ``.flac``, ``.ogg``, ``.mp3``; not recursive) is analysed
-exactly as ``barkwatch analyze`` does. Its reference is ``NAME.annotations.csv`` or
+Every audio file in DIR (``.wav``, ``.flac``, ``.ogg``, ``.mp3``, ``.m4a``; not recursive) is
+analysed exactly as ``barkwatch analyze`` does. Its reference is ``NAME.annotations.csv`` or
 ``NAME.csv`` beside it (``onset_s,offset_s,label``, as ``demo/example.annotations.csv``);
 every row is a dog vocalization unless its label is ``not_dog`` or ``other``; a file without
 one holds no dog. Metric definitions (implemented here, after the DCASE / sed_eval ones):
@@ -44,7 +44,7 @@ from analyzer.pipeline import DevicePipeline
 
 log = logging.getLogger(__name__)
 
-AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3", ".m4a")
 NOT_DOG_LABELS = {"not_dog", "other", "non_dog"}
 
 Span = tuple[float, float]

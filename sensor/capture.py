@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import queue
+import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +54,43 @@ def supported_rate_for(file_rate: int) -> int:
     return max(lower) if lower else min(SUPPORTED_SAMPLE_RATES)
 
 
+def decode_with_ffmpeg(path: Path, out: Path) -> None:
+    """Decode the first audio stream of ``path`` (AAC in .m4a, a phone's video …), every
+    channel, at its own rate, to 32-bit float RF64 ``out``, a packet at a time.
+
+    For the formats libsndfile cannot read. Uses FFmpeg's decoders through PyAV, an
+    optional dependency (part of ``barkwatch[analyzer]``); raise AudioInputError naming what
+    is missing or what went wrong.
+    """
+    try:
+        import av
+    except ImportError as exc:
+        raise AudioInputError(
+            "compressed formats such as AAC (.m4a) are read through PyAV, which is not "
+            "installed (pip install av, or install barkwatch[analyzer])"
+        ) from exc
+    import soundfile
+
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.audio:
+                raise AudioInputError("it holds no audio stream")
+            stream = container.streams.audio[0]
+            resampler = av.AudioResampler(format="flt", layout=stream.layout, rate=stream.rate)
+            channels = stream.layout.nb_channels
+            with soundfile.SoundFile(
+                str(out), "w", samplerate=stream.rate, channels=channels, format="RF64",
+                subtype="FLOAT",
+            ) as handle:  # fmt: skip
+                for frame in container.decode(stream):
+                    for packed in resampler.resample(frame):
+                        handle.write(packed.to_ndarray().reshape(-1, channels))
+                for packed in resampler.resample(None):
+                    handle.write(packed.to_ndarray().reshape(-1, channels))
+    except av.FFmpegError as exc:
+        raise AudioInputError(exc.strerror or str(exc)) from exc
+
+
 class FileSource:
     """Reads a sound file in blocks, mixed to mono, as fast as possible or paced.
 
@@ -81,12 +120,13 @@ class FileSource:
             raise AudioInputError(f"audio file {self.path} does not exist")
         if not self.path.is_file():
             raise AudioInputError(f"audio file {self.path} is not a regular file")
+        self._read_path = self.path
         try:
             info = soundfile.info(str(self.path))
         except FileNotFoundError as exc:
             raise AudioInputError(f"audio file {self.path} does not exist") from exc
         except (RuntimeError, soundfile.LibsndfileError) as exc:
-            raise AudioInputError(f"audio file {self.path} cannot be read: {exc}") from exc
+            info = self._decode_elsewhere(exc)
         if info.frames <= 0 or info.samplerate <= 0:
             raise AudioInputError(f"audio file {self.path} holds no audio")
         if channel is not None and channel >= info.channels:
@@ -102,6 +142,24 @@ class FileSource:
         self.block_frames = max(1, round(block_s * self.file_rate))
         self.counters = CaptureCounters()
 
+    def _decode_elsewhere(self, refused: Exception) -> Any:
+        """The file is no format libsndfile reads: decode it with FFmpeg into a temporary
+        file (removed with this source) and return that file's info."""
+        import soundfile
+
+        scratch = tempfile.TemporaryDirectory(prefix="barkwatch-decoded-")
+        weakref.finalize(self, scratch.cleanup)
+        decoded = Path(scratch.name) / "decoded.rf64"
+        try:
+            decode_with_ffmpeg(self.path, decoded)
+        except AudioInputError as exc:
+            raise AudioInputError(
+                f"audio file {self.path} cannot be read: {refused} Nor by FFmpeg: {exc}"
+            ) from exc
+        log.info("decoded %s with FFmpeg (PyAV)", self.path)
+        self._read_path = decoded
+        return soundfile.info(str(decoded))
+
     def __iter__(self) -> Iterator[AudioBlock]:
         import soundfile
 
@@ -116,7 +174,7 @@ class FileSource:
         started = time.monotonic()
         delivered = 0
         try:
-            with soundfile.SoundFile(str(self.path)) as handle:
+            with soundfile.SoundFile(str(self._read_path)) as handle:
                 while True:
                     want = min(self.block_frames, self.file_frames - delivered)
                     data = handle.read(want, dtype="float64", always_2d=True)
