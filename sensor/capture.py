@@ -89,6 +89,8 @@ def decode_with_ffmpeg(path: Path, out: Path) -> None:
                     handle.write(packed.to_ndarray().reshape(-1, channels))
     except av.FFmpegError as exc:
         raise AudioInputError(exc.strerror or str(exc)) from exc
+    except (OSError, RuntimeError, soundfile.LibsndfileError) as exc:
+        raise AudioInputError(f"the decoded copy {out} could not be written: {exc}") from exc
 
 
 class FileSource:

@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from sensor.capture import decode_with_ffmpeg
+from sensor.errors import AudioInputError
 from tests.conftest import DEMO_RECORDING
 
 BARKWATCH = Path(sys.executable).parent / "barkwatch"
@@ -127,3 +131,11 @@ def test_a_file_no_decoder_reads_is_refused_naming_both(tmp_path: Path) -> None:
     assert f"audio file {fake} cannot be read" in result.stderr
     assert "Format not recognised" in result.stderr  # libsndfile
     assert "Nor by FFmpeg: Invalid data found when processing input" in result.stderr
+
+
+def test_a_decoded_copy_that_cannot_be_written_is_named(excerpt_20s: Path, tmp_path: Path) -> None:
+    m4a = tmp_path / "memo.m4a"
+    _encode_aac(excerpt_20s, m4a)
+    out = tmp_path / "no such folder" / "decoded.rf64"
+    with pytest.raises(AudioInputError, match=f"the decoded copy {out} could not be written"):
+        decode_with_ffmpeg(m4a, out)
