@@ -99,6 +99,8 @@ class FileSource:
     ``speed`` paces delivery: 1.0 is real time, 10.0 ten times faster, None unpaced.
 
     Files at an unsupported rate are resampled (soxr, streaming) to :func:`supported_rate_for`.
+    Files libsndfile cannot read (AAC in .m4a …) are first decoded by FFmpeg into a temporary
+    file (:func:`decode_with_ffmpeg`).
     """
 
     def __init__(
@@ -128,7 +130,7 @@ class FileSource:
         except FileNotFoundError as exc:
             raise AudioInputError(f"audio file {self.path} does not exist") from exc
         except (RuntimeError, soundfile.LibsndfileError) as exc:
-            info = self._decode_elsewhere(exc)
+            info = self._decode_to_scratch(exc)
         if info.frames <= 0 or info.samplerate <= 0:
             raise AudioInputError(f"audio file {self.path} holds no audio")
         if channel is not None and channel >= info.channels:
@@ -144,7 +146,7 @@ class FileSource:
         self.block_frames = max(1, round(block_s * self.file_rate))
         self.counters = CaptureCounters()
 
-    def _decode_elsewhere(self, refused: Exception) -> Any:
+    def _decode_to_scratch(self, refused: Exception) -> Any:
         """The file is no format libsndfile reads: decode it with FFmpeg into a temporary
         file (removed with this source) and return that file's info."""
         import soundfile
