@@ -324,10 +324,10 @@ def fit_network(
     )
     dog_streams = [i for i, lab in enumerate(labels) if (lab == 1).any()]
     other_streams = [i for i, lab in enumerate(labels) if not (lab == 1).any()]
-    p_dog = p_other = None
-    if weights is not None:
-        p_dog = weights[dog_streams] / weights[dog_streams].sum()
-        p_other = weights[other_streams] / weights[other_streams].sum()
+    p_dog, p_other = (
+        (None, None) if weights is None
+        else (weights[pool] / weights[pool].sum() for pool in (dog_streams, other_streams))
+    )  # fmt: skip
     for epoch in range(epochs):
         net.train()
         started = time.monotonic()

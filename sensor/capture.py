@@ -8,6 +8,7 @@ counted in :class:`CaptureCounters` and reported in the heartbeat.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import tempfile
@@ -82,11 +83,10 @@ def decode_with_ffmpeg(path: Path, out: Path) -> None:
                 str(out), "w", samplerate=stream.rate, channels=channels, format="RF64",
                 subtype="FLOAT",
             ) as handle:  # fmt: skip
-                for frame in container.decode(stream):
+                # None at the end flushes the samples the resampler still holds.
+                for frame in itertools.chain(container.decode(stream), [None]):
                     for packed in resampler.resample(frame):
                         handle.write(packed.to_ndarray().reshape(-1, channels))
-                for packed in resampler.resample(None):
-                    handle.write(packed.to_ndarray().reshape(-1, channels))
     except av.FFmpegError as exc:
         raise AudioInputError(exc.strerror or str(exc)) from exc
     except (OSError, RuntimeError, soundfile.LibsndfileError) as exc:
