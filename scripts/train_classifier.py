@@ -124,14 +124,34 @@ MIL_WEIGHT = 2.0  # weight of the per-crop loss on the crop's highest score (see
 CROP_STEPS = 256  # scored steps per training crop (5.1 s)
 DISTIL_WEIGHT = 1.0  # weight of the loss towards the teachers' scores (--teacher)
 BALANCE = 0.0  # streams drawn alike; see balance_weights and --balance
+Architecture = tuple[tuple[str, int, int, int, int], ...]
 
 
-def context_steps(architecture: tuple[tuple[str, int, int, int, int], ...] = ARCHITECTURE) -> int:
+def widened(band_channels: tuple[int, ...], time_channels: int,
+            architecture: Architecture = ARCHITECTURE) -> Architecture:  # fmt: skip
+    """``architecture`` with other channel counts: ``band_channels`` for its band
+    convolutions in order, ``time_channels`` for every time convolution but the last (one
+    output, the logit). Kernels, dilations, pooling and so the context stay as they are."""
+    band = [i for i, layer in enumerate(architecture) if layer[0] == "conv2d"]
+    if len(band_channels) != len(band):
+        raise ValueError(f"{len(band)} band-convolution channel counts are needed, "
+                         f"not {len(band_channels)}")  # fmt: skip
+    if min((*band_channels, time_channels)) < 1:
+        raise ValueError("channel counts must be at least 1")
+    widths = dict(zip(band, band_channels, strict=True))
+    last = len(architecture) - 1
+    return tuple(
+        (kind, widths.get(i, time_channels if i < last else out), kernel, dilation, pool)
+        for i, (kind, out, kernel, dilation, pool) in enumerate(architecture)
+    )
+
+
+def context_steps(architecture: Architecture = ARCHITECTURE) -> int:
     """Steps of context either side of a scored step (no padding in time)."""
     return sum((kernel - 1) * dilation for _, _, kernel, dilation, _ in architecture) // 2
 
 
-def build_network(architecture: tuple[tuple[str, int, int, int, int], ...] = ARCHITECTURE) -> Any:
+def build_network(architecture: Architecture = ARCHITECTURE) -> Any:
     """The torch twin of :class:`analyzer.classifier.ConvNet` (batch norm folded at export)."""
     import torch
     from torch import nn
@@ -303,6 +323,7 @@ def fit_network(
     soft: list[np.ndarray] | None = None,
     distil_weight: float = 0.0,
     weights: np.ndarray | None = None,
+    architecture: Architecture = ARCHITECTURE,
 ) -> Any:
     """Train the network on random crops (per-step logistic loss, unknown steps ignored).
 
@@ -315,8 +336,8 @@ def fit_network(
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    net = build_network()
-    context = context_steps()
+    net = build_network(architecture)
+    context = context_steps(architecture)
     optimiser = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-3)
     steps_per_epoch = max(1, len(inputs) // BATCH)
     schedule = torch.optim.lr_scheduler.OneCycleLR(
@@ -541,6 +562,16 @@ def load_models(parser: argparse.ArgumentParser, option: str, paths: list[Path]
         parser.error(f"{option}: {exc}")
 
 
+def _channel_list(text: str) -> tuple[int, ...]:
+    """``--band-channels`` as a tuple of ints ("8,16,16")."""
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated channel counts such as 8,16,16, not {text!r}"
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, required=True, help="folder with manifest.csv")
@@ -567,6 +598,14 @@ def main(argv: list[str] | None = None) -> int:
                         "every training step becomes a second target")  # fmt: skip
     parser.add_argument("--distil-weight", type=float, default=DISTIL_WEIGHT,
                         help="weight of the loss towards the teachers' scores (with --teacher)")
+    parser.add_argument("--band-channels", type=_channel_list, metavar="A,B,C",
+                        default=",".join(str(out) for kind, out, *_ in ARCHITECTURE
+                                         if kind == "conv2d"),
+                        help="output channels of the three band convolutions (default "
+                             "%(default)s); the cost per step grows with their products")
+    parser.add_argument("--time-channels", type=int, metavar="N",
+                        default=ARCHITECTURE[-2][1],
+                        help="channels of the time convolutions (default %(default)s)")
     parser.add_argument("--balance", type=float, default=BALANCE, metavar="POWER",
                         help="draw rare labels more often: a stream's weight is its label's "
                              "stream count to the power -POWER (0: all alike, 0.5: root, "
@@ -574,6 +613,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0.0 <= args.balance <= 1.0:
         parser.error(f"--balance must be between 0 and 1, not {args.balance}")
+    try:
+        architecture = widened(args.band_channels, args.time_channels)
+    except ValueError as exc:
+        parser.error(f"--band-channels/--time-channels: {exc}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("sensor.frames").setLevel(logging.ERROR)
     if args.validate is not None:
@@ -603,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
                     "training on it as it is (remove it to rebuild)", args.trainset,
                     [str(f) for f in corpora[1:]], [str(f) for f in args.extra_corpus])  # fmt: skip
     log.info("%d streams, %.2f h", len(meta), mel.shape[0] * HOP_S / 3600)
-    context = context_steps()
+    context = context_steps(architecture)
     inputs = stream_inputs(mel, offsets, context)
     stream_labels = [labels[offsets[i] : offsets[i + 1]] for i in range(len(meta))]
     log.info("inputs done at %.0f s", time.monotonic() - started)
@@ -621,12 +664,12 @@ def main(argv: list[str] | None = None) -> int:
     net = fit_network([inputs[i] for i in train], [stream_labels[i] for i in train], args.seed,
                       args.epochs, ([inputs[i] for i in val], [stream_labels[i] for i in val],
                                     [bool(meta[i]["is_dog"]) for i in val]),
-                      args.mil_weight, soft, distil_weight, weights)  # fmt: skip
+                      args.mil_weight, soft, distil_weight, weights, architecture)  # fmt: skip
     fit_s = time.monotonic() - fit_started
     log.info("network fitted in %.0f s", fit_s)
     metadata = {
         "trained_on": ", ".join(str(c) for c in corpora), "trainset_config": config,
-        "architecture": [list(layer) for layer in ARCHITECTURE], "epochs": args.epochs,
+        "architecture": [list(layer) for layer in architecture], "epochs": args.epochs,
         "seed": args.seed, "training_streams": len(train), "torch": torch.__version__,
         "mil_weight": args.mil_weight,
         "teachers": [t.version for t in teachers],

@@ -123,6 +123,33 @@ def test_a_phone_recording_in_aac_gives_the_events_of_the_original(
         assert abs(b["laeq_db"] - a["laeq_db"]) <= 1.0
 
 
+@pytest.mark.parametrize("rate", [44100, 48000])
+def test_a_recording_at_a_higher_rate_gives_the_events_of_the_16_khz_one(
+    excerpt_20s: Path, tmp_path: Path, rate: int
+) -> None:
+    # The training corpus is 16 kHz; phones and sensors record at 44.1 or 48 kHz. The mel
+    # features are defined in seconds and hertz, so the same sound must give the same events.
+    import soundfile
+    import soxr
+
+    samples, original_rate = soundfile.read(excerpt_20s, dtype="float64")
+    resampled = tmp_path / f"excerpt at {rate}.wav"
+    soundfile.write(resampled, soxr.resample(samples, original_rate, rate, quality="VHQ"), rate,
+                    subtype="FLOAT")  # fmt: skip
+    original = json.loads(_analyze(excerpt_20s, "--full-scale-db", "100").stdout)
+    result = _analyze(resampled, "--full-scale-db", "100")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["sample_rate"] == rate
+    assert len(original["events"]) >= 2
+    assert len(document["events"]) == len(original["events"])
+    for a, b in zip(original["events"], document["events"], strict=True):
+        assert abs(b["onset_s"] - a["onset_s"]) <= 0.04  # two 20 ms steps
+        assert abs(b["offset_s"] - a["offset_s"]) <= 0.04
+        assert abs(b["confidence"] - a["confidence"]) <= 0.02
+    assert abs(document["max_dog_score"] - original["max_dog_score"]) <= 0.02
+
+
 def test_a_file_no_decoder_reads_is_refused_naming_both(tmp_path: Path) -> None:
     fake = tmp_path / "memo.m4a"
     fake.write_text("not audio at all\n" * 50)

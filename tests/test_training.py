@@ -19,8 +19,12 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import train_classifier  # noqa: E402
 
 
-def test_the_exported_numpy_network_equals_the_torch_network() -> None:
-    net = train_classifier.build_network()
+@pytest.mark.parametrize("band_channels, time_channels", [((8, 16, 16), 32), ((16, 32, 24), 48)])
+def test_the_exported_numpy_network_equals_the_torch_network(
+    band_channels: tuple[int, ...], time_channels: int
+) -> None:
+    architecture = train_classifier.widened(band_channels, time_channels)
+    net = train_classifier.build_network(architecture)
     generator = torch.Generator().manual_seed(3)
     for module in net.modules():  # batch norms with statistics, so that folding them matters
         if isinstance(module, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
@@ -39,6 +43,26 @@ def test_the_exported_numpy_network_equals_the_torch_network() -> None:
     assert expected.shape == (140,)
     assert np.allclose(logits_of_stream(model, inputs), expected, atol=1e-4)
     assert model.version.startswith("dog-cnn-")
+    assert [layer.weight.shape[0] for layer in model.layers] == [out for _, out, *_ in architecture]
+    assert c == train_classifier.context_steps()  # width never changes the context
+
+
+def test_the_default_widths_are_the_bundled_architecture() -> None:
+    assert train_classifier.widened((8, 16, 16), 32) == train_classifier.ARCHITECTURE
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--band-channels", "16,32", "3 band-convolution channel counts are needed, not 2"),
+    ("--band-channels", "16,x,32", "expected comma-separated channel counts such as 8,16,16"),
+    ("--time-channels", "0", "channel counts must be at least 1"),
+])  # fmt: skip
+def test_a_wrong_network_width_is_refused_by_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, option: str, value: str, message: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        train_classifier.main(["--corpus", str(tmp_path), option, value])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
 
 
 def test_training_learns_a_separable_toy_problem() -> None:
