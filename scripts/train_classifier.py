@@ -124,6 +124,7 @@ MIL_WEIGHT = 2.0  # weight of the per-crop loss on the crop's highest score (see
 CROP_STEPS = 256  # scored steps per training crop (5.1 s)
 DISTIL_WEIGHT = 1.0  # weight of the loss towards the teachers' scores (--teacher)
 BALANCE = 0.0  # streams drawn alike; see balance_weights and --balance
+DROPOUT = 0.1  # after each hidden time convolution
 Architecture = tuple[tuple[str, int, int, int, int], ...]
 
 
@@ -151,7 +152,7 @@ def context_steps(architecture: Architecture = ARCHITECTURE) -> int:
     return sum((kernel - 1) * dilation for _, _, kernel, dilation, _ in architecture) // 2
 
 
-def build_network(architecture: Architecture = ARCHITECTURE) -> Any:
+def build_network(architecture: Architecture = ARCHITECTURE, dropout: float = DROPOUT) -> Any:
     """The torch twin of :class:`analyzer.classifier.ConvNet` (batch norm folded at export)."""
     import torch
     from torch import nn
@@ -175,7 +176,7 @@ def build_network(architecture: Architecture = ARCHITECTURE) -> Any:
                 channels, flat = channels * bands, True
             blocks.append(nn.Conv1d(channels, out, kernel, dilation=dilation))
             if not last:
-                blocks += [nn.BatchNorm1d(out), nn.ReLU(), nn.Dropout(0.1)]
+                blocks += [nn.BatchNorm1d(out), nn.ReLU(), nn.Dropout(dropout)]
         channels = out
     torch.manual_seed(0)
     return nn.Sequential(*blocks)
@@ -324,6 +325,7 @@ def fit_network(
     distil_weight: float = 0.0,
     weights: np.ndarray | None = None,
     architecture: Architecture = ARCHITECTURE,
+    dropout: float = DROPOUT,
 ) -> Any:
     """Train the network on random crops (per-step logistic loss, unknown steps ignored).
 
@@ -336,7 +338,7 @@ def fit_network(
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    net = build_network(architecture)
+    net = build_network(architecture, dropout)
     context = context_steps(architecture)
     optimiser = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-3)
     steps_per_epoch = max(1, len(inputs) // BATCH)
@@ -606,6 +608,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-channels", type=int, metavar="N",
                         default=ARCHITECTURE[-2][1],
                         help="channels of the time convolutions (default %(default)s)")
+    parser.add_argument("--dropout", type=float, default=DROPOUT, metavar="P",
+                        help="dropout after each hidden time convolution (default %(default)s)")
     parser.add_argument("--balance", type=float, default=BALANCE, metavar="POWER",
                         help="draw rare labels more often: a stream's weight is its label's "
                              "stream count to the power -POWER (0: all alike, 0.5: root, "
@@ -613,6 +617,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0.0 <= args.balance <= 1.0:
         parser.error(f"--balance must be between 0 and 1, not {args.balance}")
+    if not 0.0 <= args.dropout < 1.0:
+        parser.error(f"--dropout must be at least 0 and under 1, not {args.dropout}")
     try:
         architecture = widened(args.band_channels, args.time_channels)
     except ValueError as exc:
@@ -664,7 +670,8 @@ def main(argv: list[str] | None = None) -> int:
     net = fit_network([inputs[i] for i in train], [stream_labels[i] for i in train], args.seed,
                       args.epochs, ([inputs[i] for i in val], [stream_labels[i] for i in val],
                                     [bool(meta[i]["is_dog"]) for i in val]),
-                      args.mil_weight, soft, distil_weight, weights, architecture)  # fmt: skip
+                      args.mil_weight, soft, distil_weight, weights, architecture,
+                      args.dropout)  # fmt: skip
     fit_s = time.monotonic() - fit_started
     log.info("network fitted in %.0f s", fit_s)
     metadata = {
@@ -675,6 +682,7 @@ def main(argv: list[str] | None = None) -> int:
         "teachers": [t.version for t in teachers],
         "distil_weight": distil_weight,
         "balance": args.balance,
+        "dropout": args.dropout,
     }  # fmt: skip
     model = export_network(net, metadata)
     check = val[0]

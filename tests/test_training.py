@@ -51,12 +51,20 @@ def test_the_default_widths_are_the_bundled_architecture() -> None:
     assert train_classifier.widened((8, 16, 16), 32) == train_classifier.ARCHITECTURE
 
 
+def test_dropout_follows_every_hidden_time_convolution() -> None:
+    net = train_classifier.build_network(dropout=0.3)
+    hidden = sum(kind == "conv1d" for kind, *_ in train_classifier.ARCHITECTURE) - 1
+    rates = [m.p for m in net.modules() if isinstance(m, torch.nn.Dropout)]
+    assert rates == [0.3] * hidden
+
+
 @pytest.mark.parametrize("option, value, message", [
     ("--band-channels", "16,32", "3 band-convolution channel counts are needed, not 2"),
     ("--band-channels", "16,x,32", "expected comma-separated channel counts such as 8,16,16"),
     ("--time-channels", "0", "channel counts must be at least 1"),
+    ("--dropout", "1", "--dropout must be at least 0 and under 1, not 1.0"),
 ])  # fmt: skip
-def test_a_wrong_network_width_is_refused_by_name(
+def test_a_wrong_network_option_is_refused_by_name(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, option: str, value: str, message: str
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
