@@ -150,6 +150,48 @@ def test_a_recording_at_a_higher_rate_gives_the_events_of_the_16_khz_one(
     assert abs(document["max_dog_score"] - original["max_dog_score"]) <= 0.02
 
 
+def _encode_mp3(samples: object, rate: int, out: Path) -> None:
+    import av
+    import numpy as np
+
+    with av.open(str(out), "w") as container:
+        stream = container.add_stream("libmp3lame", rate=rate, layout="mono")
+        frame = av.AudioFrame.from_ndarray(
+            np.asarray(samples, dtype=np.float32)[None, :], format="fltp", layout="mono"
+        )
+        frame.sample_rate = rate
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            container.mux(packet)
+
+
+@pytest.mark.parametrize("rate, kind", [(8000, "wav"), (22050, "wav"), (22050, "mp3")])
+def test_a_recording_at_an_unsupported_rate_is_resampled_and_gives_the_same_onsets(
+    excerpt_20s: Path, tmp_path: Path, rate: int, kind: str
+) -> None:
+    # Telephone-rate (8 kHz) and 22.05 kHz files are resampled to 16 kHz; at 8 kHz the mel
+    # bands over 4 kHz are empty, which the level floor reads as a quiet background.
+    import soundfile
+    import soxr
+
+    samples, original_rate = soundfile.read(excerpt_20s, dtype="float64")
+    copy = soxr.resample(samples, original_rate, rate, quality="VHQ")
+    path = tmp_path / f"excerpt at {rate}.{kind}"
+    if kind == "mp3":
+        _encode_mp3(copy, rate, path)
+    else:
+        soundfile.write(path, copy, rate, subtype="PCM_16")
+    original = json.loads(_analyze(excerpt_20s, "--full-scale-db", "100").stdout)
+    result = _analyze(path, "--full-scale-db", "100")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert (document["file_sample_rate"], document["sample_rate"]) == (rate, 16000)
+    assert len(original["events"]) >= 2
+    assert len(document["events"]) == len(original["events"])
+    tolerance = 0.1 if kind == "mp3" else 0.04  # an MP3 encoder's padding may shift a little
+    for a, b in zip(original["events"], document["events"], strict=True):
+        assert abs(b["onset_s"] - a["onset_s"]) <= tolerance
+
+
 def test_a_file_no_decoder_reads_is_refused_naming_both(tmp_path: Path) -> None:
     fake = tmp_path / "memo.m4a"
     fake.write_text("not audio at all\n" * 50)
