@@ -7,12 +7,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
+import numpy as np
 import pytest
 
 from sensor.capture import decode_with_ffmpeg
 from sensor.errors import AudioInputError
-from tests.conftest import DEMO_RECORDING
+from tests.conftest import DEMO_RECORDING, write_excerpt
 
 BARKWATCH = Path(sys.executable).parent / "barkwatch"
 
@@ -89,28 +91,52 @@ def test_demo_recording_barks_are_found(tmp_path: Path) -> None:
     assert sum(found) >= len(spans) - 1
 
 
-def _encode_aac(source: Path, out: Path) -> None:
-    """``source`` as AAC in an MPEG-4 container (.m4a), as a phone's voice recorder saves it."""
+def _encode(samples: np.ndarray, rate: int, codec: str, out: Path) -> None:
+    """Mono ``samples`` compressed by FFmpeg's ``codec`` ("aac" in .m4a, as a phone's voice
+    recorder saves it; "libmp3lame" in .mp3)."""
     import av
-    import soundfile
 
-    samples, rate = soundfile.read(source, dtype="float32")
     with av.open(str(out), "w") as container:
-        stream = container.add_stream("aac", rate=rate, layout="mono")
-        frame = av.AudioFrame.from_ndarray(samples[None, :], format="fltp", layout="mono")
+        stream = cast("av.audio.stream.AudioStream",
+                      container.add_stream(codec, rate=rate, layout="mono"))  # fmt: skip
+        frame = av.AudioFrame.from_ndarray(
+            samples.astype(np.float32)[None, :], format="fltp", layout="mono"
+        )
         frame.sample_rate = rate
         for packet in [*stream.encode(frame), *stream.encode(None)]:
             container.mux(packet)
 
 
+def _excerpt_at(excerpt: Path, rate: int) -> np.ndarray:
+    """The excerpt's samples at ``rate``: as stored, or resampled (soxr, very high quality)."""
+    import soundfile
+    import soxr
+
+    samples, original_rate = soundfile.read(excerpt, dtype="float64")
+    if rate == original_rate:
+        return samples
+    return soxr.resample(samples, original_rate, rate, quality="VHQ")
+
+
+@pytest.fixture(scope="module")
+def original_analysis(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """``barkwatch analyze --full-scale-db 100`` of the 20 s excerpt, once for the module:
+    what every re-encoded or resampled copy of it is compared with."""
+    excerpt = write_excerpt(tmp_path_factory.mktemp("original") / "excerpt.wav", 70.0, 20.0)
+    result = _analyze(excerpt, "--full-scale-db", "100")
+    assert result.returncode == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
 def test_a_phone_recording_in_aac_gives_the_events_of_the_original(
-    excerpt_20s: Path, tmp_path: Path
+    excerpt_20s: Path, tmp_path: Path, original_analysis: dict[str, Any]
 ) -> None:
     # libsndfile cannot read AAC; FFmpeg (PyAV) decodes it. Lossy coding and the encoder's
     # priming delay (about 0.1 s at 16 kHz) may move events a little, never add or drop one.
     m4a = tmp_path / "voice memo.m4a"
-    _encode_aac(excerpt_20s, m4a)
-    original = json.loads(_analyze(excerpt_20s, "--full-scale-db", "100").stdout)
+    _encode(_excerpt_at(excerpt_20s, 16000), 16000, "aac", m4a)
+    original = original_analysis
     result = _analyze(m4a, "--full-scale-db", "100")
     assert result.returncode == 0, result.stderr
     decoded = json.loads(result.stdout)
@@ -125,18 +151,15 @@ def test_a_phone_recording_in_aac_gives_the_events_of_the_original(
 
 @pytest.mark.parametrize("rate", [44100, 48000])
 def test_a_recording_at_a_higher_rate_gives_the_events_of_the_16_khz_one(
-    excerpt_20s: Path, tmp_path: Path, rate: int
+    excerpt_20s: Path, tmp_path: Path, rate: int, original_analysis: dict[str, Any]
 ) -> None:
     # The training corpus is 16 kHz; phones and sensors record at 44.1 or 48 kHz. The mel
     # features are defined in seconds and hertz, so the same sound must give the same events.
     import soundfile
-    import soxr
 
-    samples, original_rate = soundfile.read(excerpt_20s, dtype="float64")
     resampled = tmp_path / f"excerpt at {rate}.wav"
-    soundfile.write(resampled, soxr.resample(samples, original_rate, rate, quality="VHQ"), rate,
-                    subtype="FLOAT")  # fmt: skip
-    original = json.loads(_analyze(excerpt_20s, "--full-scale-db", "100").stdout)
+    soundfile.write(resampled, _excerpt_at(excerpt_20s, rate), rate, subtype="FLOAT")
+    original = original_analysis
     result = _analyze(resampled, "--full-scale-db", "100")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
@@ -150,37 +173,21 @@ def test_a_recording_at_a_higher_rate_gives_the_events_of_the_16_khz_one(
     assert abs(document["max_dog_score"] - original["max_dog_score"]) <= 0.02
 
 
-def _encode_mp3(samples: object, rate: int, out: Path) -> None:
-    import av
-    import numpy as np
-
-    with av.open(str(out), "w") as container:
-        stream = container.add_stream("libmp3lame", rate=rate, layout="mono")
-        frame = av.AudioFrame.from_ndarray(
-            np.asarray(samples, dtype=np.float32)[None, :], format="fltp", layout="mono"
-        )
-        frame.sample_rate = rate
-        for packet in [*stream.encode(frame), *stream.encode(None)]:
-            container.mux(packet)
-
-
 @pytest.mark.parametrize("rate, kind", [(8000, "wav"), (22050, "wav"), (22050, "mp3")])
 def test_a_recording_at_an_unsupported_rate_is_resampled_and_gives_the_same_onsets(
-    excerpt_20s: Path, tmp_path: Path, rate: int, kind: str
+    excerpt_20s: Path, tmp_path: Path, rate: int, kind: str, original_analysis: dict[str, Any]
 ) -> None:
     # Telephone-rate (8 kHz) and 22.05 kHz files are resampled to 16 kHz; at 8 kHz the mel
     # bands over 4 kHz are empty, which the level floor reads as a quiet background.
     import soundfile
-    import soxr
 
-    samples, original_rate = soundfile.read(excerpt_20s, dtype="float64")
-    copy = soxr.resample(samples, original_rate, rate, quality="VHQ")
+    copy = _excerpt_at(excerpt_20s, rate)
     path = tmp_path / f"excerpt at {rate}.{kind}"
     if kind == "mp3":
-        _encode_mp3(copy, rate, path)
+        _encode(copy, rate, "libmp3lame", path)
     else:
         soundfile.write(path, copy, rate, subtype="PCM_16")
-    original = json.loads(_analyze(excerpt_20s, "--full-scale-db", "100").stdout)
+    original = original_analysis
     result = _analyze(path, "--full-scale-db", "100")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
@@ -204,7 +211,7 @@ def test_a_file_no_decoder_reads_is_refused_naming_both(tmp_path: Path) -> None:
 
 def test_a_decoded_copy_that_cannot_be_written_is_named(excerpt_20s: Path, tmp_path: Path) -> None:
     m4a = tmp_path / "memo.m4a"
-    _encode_aac(excerpt_20s, m4a)
+    _encode(_excerpt_at(excerpt_20s, 16000), 16000, "aac", m4a)
     out = tmp_path / "no such folder" / "decoded.rf64"
     with pytest.raises(AudioInputError, match=f"the decoded copy {out} could not be written"):
         decode_with_ffmpeg(m4a, out)
