@@ -43,8 +43,9 @@ from analyzer.errors import AnalyzerError
 DEFAULT_MODEL_PATH = Path(__file__).resolve().parent.parent / "models" / "dog_classifier.npz"
 
 N_MELS = 64
-POOL = 2  # adjacent mel bands averaged (in dB) into one input band
+POOL = 2  # adjacent mel bands averaged (in dB) into one input band, unless a model says else
 N_BANDS = N_MELS // POOL
+INPUT_POOLS = (1, 2)  # a model's input bands: all 64 mel bands, or adjacent pairs averaged
 N_CHANNELS = 2  # prominence and spectral shape
 INPUT_SCALE_DB = 20.0  # inputs are dB / 20: order one
 BACKGROUND_PERCENTILE_ROW = 10  # of 50 rows: the 20th-percentile row of a frame's bands
@@ -60,15 +61,22 @@ class ClassifierError(AnalyzerError):
     """The classifier model file is missing, malformed or does not fit the input."""
 
 
-def _pool_bands(mel_db: np.ndarray) -> np.ndarray:
+def _pool_bands(mel_db: np.ndarray, pool: int = POOL) -> np.ndarray:
     rows = np.asarray(mel_db, dtype=np.float32)
     if rows.ndim != 2 or rows.shape[1] != N_MELS:
         raise ClassifierError(f"mel rows must be (steps x {N_MELS}), got {rows.shape}")
-    return (rows[:, 0::POOL] + rows[:, 1::POOL]) * (1.0 / POOL)
+    if pool == 1:
+        return rows
+    total = rows[:, 0::pool]
+    for k in range(1, pool):
+        total = total + rows[:, k::pool]
+    return total * (1.0 / pool)
 
 
 class StepInputs:
     """Streaming network inputs: mel rows in order, (steps x bands x 2) out, no delay.
+
+    Bands are the mel bands averaged ``pool`` at a time (``N_MELS // pool`` bands).
 
     Levels are first floored ``LEVEL_RANGE_DB`` under the frame's loudest band. Channel 0 is
     each band's prominence over a background that falls at once to a frame's 20th-percentile
@@ -76,8 +84,11 @@ class StepInputs:
     floor); channel 1 is the step's spectral shape. Both in units of ``INPUT_SCALE_DB``.
     """
 
-    def __init__(self, hop_s: float = 0.02) -> None:
+    def __init__(self, hop_s: float = 0.02, pool: int = POOL) -> None:
+        if pool not in INPUT_POOLS:
+            raise ClassifierError(f"input band pooling must be one of {INPUT_POOLS}, not {pool}")
         self.hop_s = hop_s
+        self.pool = pool
         self.reset()
 
     def reset(self) -> None:
@@ -96,9 +107,9 @@ class StepInputs:
         return self._background
 
     def process(self, mel_db: np.ndarray) -> np.ndarray:
-        """Inputs (n, N_BANDS, N_CHANNELS) of the given rows (one frame at a time, in order)."""
-        pooled = _pool_bands(mel_db)
-        out = np.empty((pooled.shape[0], N_BANDS, N_CHANNELS), dtype=np.float32)
+        """Inputs (n, bands, N_CHANNELS) of the given rows (one frame at a time, in order)."""
+        pooled = _pool_bands(mel_db, self.pool)
+        out = np.empty((pooled.shape[0], pooled.shape[1], N_CHANNELS), dtype=np.float32)
         if pooled.shape[0] == 0:
             return out
         floor = pooled.max() - LEVEL_RANGE_DB
@@ -110,11 +121,12 @@ class StepInputs:
         return out
 
 
-def inputs_of_stream(mel_db: np.ndarray, hop_s: float = 0.02) -> np.ndarray:
+def inputs_of_stream(mel_db: np.ndarray, hop_s: float = 0.02, pool: int = POOL) -> np.ndarray:
     """Inputs of a whole stream, fed one second (50 rows) at a time as frames arrive."""
-    steps = StepInputs(hop_s)
+    steps = StepInputs(hop_s, pool)
     parts = [steps.process(mel_db[i : i + 50]) for i in range(0, mel_db.shape[0], 50)]
-    return np.concatenate(parts) if parts else np.zeros((0, N_BANDS, N_CHANNELS), np.float32)
+    empty = np.zeros((0, N_MELS // pool, N_CHANNELS), np.float32)
+    return np.concatenate(parts) if parts else empty
 
 
 @dataclass(frozen=True)
@@ -137,11 +149,18 @@ class Layer:
 
 @dataclass(frozen=True)
 class DogModel:
-    """A trained network: its layers, version and metadata."""
+    """A trained network: its layers, version and metadata; its inputs are the mel bands
+    averaged ``input_pool`` at a time."""
 
     version: str
     layers: tuple[Layer, ...]
     metadata: dict[str, object]
+    input_pool: int = POOL
+
+    @property
+    def input_bands(self) -> int:
+        """Bands of the network's input."""
+        return N_MELS // self.input_pool
 
     @property
     def context_steps(self) -> int:
@@ -153,6 +172,7 @@ class DogModel:
         arrays: dict[str, np.ndarray] = {
             "version": np.array(self.version),
             "input_version": np.array(INPUT_VERSION),
+            "input_pool": np.array(self.input_pool),
             "metadata_json": np.array(json.dumps(self.metadata, sort_keys=True)),
             "layers_json": np.array(json.dumps(
                 [{"kind": la.kind, "dilation": la.dilation, "pool": la.pool}
@@ -164,9 +184,9 @@ class DogModel:
         np.savez_compressed(path, **arrays)  # type: ignore[arg-type]
 
 
-def _check_layers(layers: tuple[Layer, ...]) -> None:
-    """Refuse a layer stack that cannot run on (steps x N_BANDS x N_CHANNELS) inputs."""
-    bands, channels, flat = N_BANDS, N_CHANNELS, False
+def _check_layers(layers: tuple[Layer, ...], input_bands: int = N_BANDS) -> None:
+    """Refuse a layer stack that cannot run on (steps x input_bands x N_CHANNELS) inputs."""
+    bands, channels, flat = input_bands, N_CHANNELS, False
     for i, layer in enumerate(layers):
         w = layer.weight
         if layer.kind not in LAYER_KINDS:
@@ -204,10 +224,16 @@ def load_model(path: str | Path) -> DogModel:
                       int(spec["pool"]))
                 for i, spec in enumerate(specs)
             )  # fmt: skip
-            model = DogModel(str(data["version"]), layers, json.loads(str(data["metadata_json"])))
+            # Models written before input_pool existed all averaged bands in pairs.
+            pool = int(data["input_pool"]) if "input_pool" in data else POOL
+            model = DogModel(str(data["version"]), layers, json.loads(str(data["metadata_json"])),
+                             pool)  # fmt: skip
     except (OSError, KeyError, ValueError, TypeError, EOFError, zipfile.BadZipFile) as exc:
         raise ClassifierError(f"cannot load classifier model {path}: {exc}") from exc
-    _check_layers(model.layers)
+    if model.input_pool not in INPUT_POOLS:
+        raise ClassifierError(f"{path}: input band pooling {model.input_pool} is not one of "
+                              f"{INPUT_POOLS}")  # fmt: skip
+    _check_layers(model.layers, model.input_bands)
     return model
 
 
@@ -234,7 +260,7 @@ class ConvNet:
         self.context_steps = model.context_steps
         # Input bands of each layer; a band convolution over few channels runs as one banded
         # dense matrix per tap (its im2col copy would cost more than the extra multiplies).
-        self._bands = [N_BANDS]
+        self._bands = [model.input_bands]
         for layer in self.layers:
             self._bands.append(self._bands[-1] // layer.pool)
         self._dense = [
@@ -392,7 +418,7 @@ class DogClassifier:
         self.model_version = model.version
         self.smoothing_steps = max(1, int(smoothing_steps) | 1)
         self.min_band_level_db = min_band_level_db
-        self.inputs = StepInputs(hop_s)
+        self.inputs = StepInputs(hop_s, model.input_pool)
         self.net = ConvNet(model)
         self.context_steps = model.context_steps
         self.delay_steps = self.context_steps + self.smoothing_steps // 2

@@ -43,6 +43,8 @@ from analyzer.classifier import (  # noqa: E402
     INPUT_VERSION,
     N_BANDS,
     N_CHANNELS,
+    N_MELS,
+    POOL,
     ClassifierError,
     DogClassifier,
     DogModel,
@@ -147,18 +149,30 @@ def widened(band_channels: tuple[int, ...], time_channels: int,
     )
 
 
+def for_input_bands(input_bands: int, architecture: Architecture = ARCHITECTURE
+                    ) -> Architecture:  # fmt: skip
+    """``architecture`` for inputs of ``input_bands`` bands (N_BANDS or all N_MELS): the first
+    band convolution pools that many times more, so every later layer, and so nearly all the
+    cost, stays as it is."""
+    if input_bands not in (N_BANDS, N_MELS):
+        raise ValueError(f"input bands must be {N_BANDS} or {N_MELS}, not {input_bands}")
+    (kind, out, kernel, dilation, pool), *rest = architecture
+    return ((kind, out, kernel, dilation, pool * input_bands // N_BANDS), *rest)
+
+
 def context_steps(architecture: Architecture = ARCHITECTURE) -> int:
     """Steps of context either side of a scored step (no padding in time)."""
     return sum((kernel - 1) * dilation for _, _, kernel, dilation, _ in architecture) // 2
 
 
-def build_network(architecture: Architecture = ARCHITECTURE, dropout: float = DROPOUT) -> Any:
+def build_network(architecture: Architecture = ARCHITECTURE, dropout: float = DROPOUT,
+                  input_bands: int = N_BANDS) -> Any:  # fmt: skip
     """The torch twin of :class:`analyzer.classifier.ConvNet` (batch norm folded at export)."""
     import torch
     from torch import nn
 
     blocks: list[nn.Module] = []
-    channels, bands = N_CHANNELS, N_BANDS
+    channels, bands = N_CHANNELS, input_bands
     flat = False
     for i, (kind, out, kernel, dilation, pool) in enumerate(architecture):
         last = i == len(architecture) - 1
@@ -182,7 +196,7 @@ def build_network(architecture: Architecture = ARCHITECTURE, dropout: float = DR
     return nn.Sequential(*blocks)
 
 
-def export_network(net: Any, metadata: dict[str, Any]) -> DogModel:
+def export_network(net: Any, metadata: dict[str, Any], input_pool: int = POOL) -> DogModel:
     """Fold each batch norm into the convolution before it and write numpy layers."""
     from torch import nn
 
@@ -222,15 +236,16 @@ def export_network(net: Any, metadata: dict[str, Any]) -> DogModel:
         b"".join(la.weight.tobytes() + la.bias.tobytes() for la in layers)
     ).hexdigest()[:8]
     version = f"dog-cnn-{INPUT_VERSION}.0-{digest}"
-    return DogModel(version, tuple(layers), {**metadata, "version": version})
+    return DogModel(version, tuple(layers), {**metadata, "version": version}, input_pool)
 
 
-def stream_inputs(mel: np.ndarray, offsets: np.ndarray, context: int) -> list[np.ndarray]:
+def stream_inputs(mel: np.ndarray, offsets: np.ndarray, context: int, pool: int = POOL
+                  ) -> list[np.ndarray]:  # fmt: skip
     """Network inputs of every stream (as the live scorer computes them), padded at both ends
     with ``context`` copies of the first and last row as the streaming scorer pads them."""
     out = []
     for i in range(len(offsets) - 1):
-        x = inputs_of_stream(mel[offsets[i] : offsets[i + 1]].astype(np.float32))
+        x = inputs_of_stream(mel[offsets[i] : offsets[i + 1]].astype(np.float32), pool=pool)
         out.append(
             np.concatenate([np.repeat(x[:1], context, 0), x, np.repeat(x[-1:], context, 0)]).astype(
                 np.float16
@@ -277,14 +292,19 @@ def teacher_targets(teachers: list[DogModel], inputs: list[np.ndarray], context:
 
 
 def _augment(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
-    """Feature-level augmentation: a shift of one band (pitch), band and time masks."""
+    """Feature-level augmentation: a shift of one band pair (pitch), band and time masks
+    (in band pairs: with all 64 mel bands as inputs, shifts and masks are twice as many bands)."""
     x = x.astype(np.float32)
-    shift = int(rng.integers(-1, 2))
-    if shift:
+    scale = x.shape[1] // N_BANDS
+    shift = int(rng.integers(-1, 2)) * scale
+    if shift > 0:
         x = np.roll(x, shift, axis=1)
-        x[:, 0 if shift > 0 else -1] = x[:, 1 if shift > 0 else -2]
+        x[:, :shift] = x[:, shift : shift + 1]
+    elif shift < 0:
+        x = np.roll(x, shift, axis=1)
+        x[:, shift:] = x[:, shift - 1 : shift]
     if rng.random() < 0.5:
-        f0, width = int(rng.integers(0, N_BANDS)), int(rng.integers(1, 5))
+        f0, width = int(rng.integers(0, N_BANDS)) * scale, int(rng.integers(1, 5)) * scale
         x[:, f0 : f0 + width] = 0.0
     if rng.random() < 0.5:
         t0, width = int(rng.integers(0, x.shape[0])), int(rng.integers(2, 12))
@@ -338,7 +358,7 @@ def fit_network(
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    net = build_network(architecture, dropout)
+    net = build_network(architecture, dropout, inputs[0].shape[1])
     context = context_steps(architecture)
     optimiser = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-3)
     steps_per_epoch = max(1, len(inputs) // BATCH)
@@ -608,6 +628,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-channels", type=int, metavar="N",
                         default=ARCHITECTURE[-2][1],
                         help="channels of the time convolutions (default %(default)s)")
+    parser.add_argument("--input-bands", type=int, choices=(N_BANDS, N_MELS), default=N_BANDS,
+                        help=f"{N_BANDS}: adjacent mel bands averaged in pairs (default); "
+                             f"{N_MELS}: every mel band, the first band convolution then pools "
+                             "by 4 (finer harmonics for about the same cost)")
     parser.add_argument("--dropout", type=float, default=DROPOUT, metavar="P",
                         help="dropout after each hidden time convolution (default %(default)s)")
     parser.add_argument("--balance", type=float, default=BALANCE, metavar="POWER",
@@ -620,9 +644,11 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.0 <= args.dropout < 1.0:
         parser.error(f"--dropout must be at least 0 and under 1, not {args.dropout}")
     try:
-        architecture = widened(args.band_channels, args.time_channels)
+        architecture = for_input_bands(args.input_bands,
+                                       widened(args.band_channels, args.time_channels))
     except ValueError as exc:
         parser.error(f"--band-channels/--time-channels: {exc}")
+    input_pool = N_MELS // args.input_bands
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("sensor.frames").setLevel(logging.ERROR)
     if args.validate is not None:
@@ -636,6 +662,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(metrics, indent=2))
         return 0
     teachers = load_models(parser, "--teacher", args.teacher)
+    for teacher in teachers:
+        if teacher.input_pool != input_pool:
+            parser.error(f"--teacher {teacher.version} reads {teacher.input_bands} input bands, "
+                         f"not the {args.input_bands} asked for (--input-bands)")
     distil_weight = args.distil_weight if teachers else 0.0
     import torch
 
@@ -653,7 +683,7 @@ def main(argv: list[str] | None = None) -> int:
                     [str(f) for f in corpora[1:]], [str(f) for f in args.extra_corpus])  # fmt: skip
     log.info("%d streams, %.2f h", len(meta), mel.shape[0] * HOP_S / 3600)
     context = context_steps(architecture)
-    inputs = stream_inputs(mel, offsets, context)
+    inputs = stream_inputs(mel, offsets, context, input_pool)
     stream_labels = [labels[offsets[i] : offsets[i + 1]] for i in range(len(meta))]
     log.info("inputs done at %.0f s", time.monotonic() - started)
     train = [i for i, m in enumerate(meta) if m["split"] == "train"]
@@ -683,8 +713,9 @@ def main(argv: list[str] | None = None) -> int:
         "distil_weight": distil_weight,
         "balance": args.balance,
         "dropout": args.dropout,
+        "input_bands": args.input_bands,
     }  # fmt: skip
-    model = export_network(net, metadata)
+    model = export_network(net, metadata, input_pool)
     check = val[0]
     with torch.no_grad():
         reference = net(torch.from_numpy(inputs[check].astype(np.float32).transpose(2, 1, 0)

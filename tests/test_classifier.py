@@ -16,6 +16,7 @@ from analyzer.classifier import (
     LEVEL_RANGE_DB,
     N_BANDS,
     N_CHANNELS,
+    N_MELS,
     ClassifierError,
     ConvNet,
     DogClassifier,
@@ -186,9 +187,11 @@ def test_a_clean_bark_amid_digital_silence_is_found(
     assert hits and abs(hits[0]["onset_s"] - onset) <= 0.25, document["events"]
 
 
-def _random_model(seed: int) -> DogModel:
-    """A small network of every layer kind: band pooling, time dilation, flattening."""
+def _random_model(seed: int, input_pool: int = 2) -> DogModel:
+    """A small network of every layer kind: band pooling, time dilation, flattening; over the
+    mel bands averaged ``input_pool`` at a time."""
     rng = np.random.default_rng(seed)
+    bands = N_MELS // input_pool
 
     def layer(kind: str, shape: tuple[int, ...], dilation: int = 1, pool: int = 1) -> Layer:
         return Layer(kind, rng.normal(0, 0.5, shape).astype(np.float32),
@@ -197,9 +200,9 @@ def _random_model(seed: int) -> DogModel:
     return DogModel("test", (
         layer("conv2d", (3, N_CHANNELS, 3, 3), 1, 2),
         layer("conv2d", (4, 3, 5, 2), 2, 4),
-        layer("conv1d", (5, 4 * N_BANDS // 8, 3), 2),
+        layer("conv1d", (5, 4 * bands // 8, 3), 2),
         layer("conv1d", (1, 5, 1)),
-    ), {})  # fmt: skip
+    ), {}, input_pool)  # fmt: skip
 
 
 def _reference_logits(model: DogModel, inputs: np.ndarray) -> np.ndarray:
@@ -231,19 +234,25 @@ def _reference_logits(model: DogModel, inputs: np.ndarray) -> np.ndarray:
     return a[0]
 
 
-def test_the_network_computes_what_brute_force_convolution_computes() -> None:
-    model = _random_model(1)
-    inputs = np.random.default_rng(2).random((61, N_BANDS, N_CHANNELS)).astype(np.float32)
+@pytest.mark.parametrize("input_pool", [2, 1])
+def test_the_network_computes_what_brute_force_convolution_computes(input_pool: int) -> None:
+    model = _random_model(1, input_pool)
+    bands = N_MELS // input_pool
+    inputs = np.random.default_rng(2).random((61, bands, N_CHANNELS)).astype(np.float32)
     expected = _reference_logits(model, inputs)
     assert expected.shape == (61,)
     assert np.allclose(logits_of_stream(model, inputs), expected, atol=1e-4)
 
 
 @settings(max_examples=25, deadline=None)
-@given(cuts=st.lists(st.integers(1, 40), min_size=1, max_size=12), steps=st.integers(1, 120))
-def test_the_network_streams_exactly_however_the_rows_arrive(cuts: list[int], steps: int) -> None:
-    model = _random_model(3)
-    inputs = np.random.default_rng(steps).random((steps, N_BANDS, N_CHANNELS)).astype(np.float32)
+@given(cuts=st.lists(st.integers(1, 40), min_size=1, max_size=12), steps=st.integers(1, 120),
+       input_pool=st.sampled_from([2, 1]))  # fmt: skip
+def test_the_network_streams_exactly_however_the_rows_arrive(
+    cuts: list[int], steps: int, input_pool: int
+) -> None:
+    model = _random_model(3, input_pool)
+    bands = N_MELS // input_pool
+    inputs = np.random.default_rng(steps).random((steps, bands, N_CHANNELS)).astype(np.float32)
     whole = logits_of_stream(model, inputs)
     net, parts, start = ConvNet(model), [], 0
     for size in cuts * (steps // sum(cuts) + 1):
@@ -270,6 +279,45 @@ def test_a_model_file_that_does_not_fit_is_refused_with_a_reason(tmp_path: Path)
         load_model(tmp_path / "corrupt.npz")
     good.save(tmp_path / "good.npz")
     assert load_model(tmp_path / "good.npz").context_steps == good.context_steps == 4
+
+
+def test_a_model_over_all_64_mel_bands_saves_loads_and_scores_mel_rows(tmp_path: Path) -> None:
+    model = _random_model(5, input_pool=1)
+    model.save(tmp_path / "fine.npz")
+    loaded = load_model(tmp_path / "fine.npz")
+    assert (loaded.input_pool, loaded.input_bands) == (1, 64)
+    rows = np.random.default_rng(9).normal(50.0, 8.0, (120, N_MELS)).astype(np.float32)
+    scorer = DogClassifier(loaded)
+    scores = np.concatenate([*(scorer.scores(rows[i : i + 50]) for i in (0, 50, 100)),
+                             scorer.flush()])  # one frame (50 rows) at a time  # fmt: skip
+    expected = 1 / (1 + np.exp(-_reference_logits(model, inputs_of_stream(rows, pool=1))))
+    assert np.allclose(scores, expected, atol=1e-5)
+    # The bundled model's file predates the key: it averages band pairs.
+    assert load_model(DEFAULT_MODEL_PATH).input_pool == 2
+    DogModel("odd", model.layers, {}, 4).save(tmp_path / "odd.npz")
+    with pytest.raises(ClassifierError, match="input band pooling 4 is not one of"):
+        load_model(tmp_path / "odd.npz")
+    with np.load(tmp_path / "fine.npz") as data:  # 64-band layers without their input_pool
+        np.savez(tmp_path / "mixed.npz", **{k: data[k] for k in data.files if k != "input_pool"})
+    with pytest.raises(ClassifierError, match="conv1d weight"):
+        load_model(tmp_path / "mixed.npz")
+
+
+def test_inputs_over_all_64_bands_are_the_pair_inputs_when_pairs_are_equal() -> None:
+    # Averaging two equal bands changes nothing, so each 64-band input equals its pair's.
+    pairs = np.random.default_rng(7).normal(50.0, 12.0, (173, N_BANDS)).astype(np.float32)
+    rows = np.repeat(pairs, 2, axis=1)
+    fine = inputs_of_stream(rows, pool=1)
+    assert fine.shape == (173, N_MELS, N_CHANNELS)
+    assert np.allclose(fine[:, 0::2], inputs_of_stream(rows), atol=1e-5)
+    assert np.allclose(fine[:, 1::2], inputs_of_stream(rows), atol=1e-5)
+    rows[:, 1::2] += np.random.default_rng(8).normal(0.0, 6.0, (173, N_BANDS)).astype(np.float32)
+    assert not np.allclose(inputs_of_stream(rows, pool=1)[:, 0::2], inputs_of_stream(rows),
+                           atol=1e-2)  # fmt: skip
+    assert np.allclose(inputs_of_stream(rows + 30.0, pool=1), inputs_of_stream(rows, pool=1),
+                       atol=1e-5)  # fmt: skip
+    with pytest.raises(ClassifierError, match="input band pooling must be one of"):
+        StepInputs(pool=3)
 
 
 def test_scorer_returns_one_score_per_step_delayed_and_flushed() -> None:

@@ -49,6 +49,38 @@ def test_the_exported_numpy_network_equals_the_torch_network(
 
 def test_the_default_widths_are_the_bundled_architecture() -> None:
     assert train_classifier.widened((8, 16, 16), 32) == train_classifier.ARCHITECTURE
+    assert train_classifier.for_input_bands(N_BANDS) == train_classifier.ARCHITECTURE
+
+
+def test_a_network_over_all_64_mel_bands_exports_what_torch_computes() -> None:
+    # The first band convolution sees every mel band and pools by 4; the rest is unchanged.
+    architecture = train_classifier.for_input_bands(N_MELS)
+    assert architecture[0][4] == 4 and architecture[1:] == train_classifier.ARCHITECTURE[1:]
+    net = train_classifier.build_network(architecture, input_bands=N_MELS)
+    net.eval()
+    model = train_classifier.export_network(net, {}, input_pool=1)
+    c = model.context_steps
+    inputs = np.random.default_rng(6).random((90, N_MELS, N_CHANNELS)).astype(np.float32)
+    padded = np.concatenate([np.repeat(inputs[:1], c, 0), inputs, np.repeat(inputs[-1:], c, 0)])
+    with torch.no_grad():
+        expected = net(torch.from_numpy(padded.transpose(2, 1, 0)[None].copy()))[0, 0].numpy()
+    assert model.input_bands == N_MELS
+    assert np.allclose(logits_of_stream(model, inputs), expected, atol=1e-4)
+    # Later layers have the bundled shapes: the cost per step grows only in the first layer.
+    bundled = train_classifier.export_network(train_classifier.build_network(), {})
+    assert [la.weight.shape for la in model.layers] == [la.weight.shape for la in bundled.layers]
+    with pytest.raises(ValueError, match="input bands must be 32 or 64, not 16"):
+        train_classifier.for_input_bands(16)
+
+
+def test_band_augmentation_over_64_bands_shifts_and_masks_band_pairs() -> None:
+    # The same random draws shift and mask twice as many bands as over 32 band pairs.
+    coarse = np.tile(np.arange(N_BANDS, dtype=np.float32)[None, :, None], (20, 1, N_CHANNELS))
+    fine = np.repeat(coarse, 2, axis=1)
+    for seed in range(40):
+        a = train_classifier._augment(np.random.default_rng(seed), coarse)
+        b = train_classifier._augment(np.random.default_rng(seed), fine)
+        assert np.array_equal(b, np.repeat(a, 2, axis=1)), seed
 
 
 def test_dropout_follows_every_hidden_time_convolution() -> None:
@@ -63,6 +95,7 @@ def test_dropout_follows_every_hidden_time_convolution() -> None:
     ("--band-channels", "16,x,32", "expected comma-separated channel counts such as 8,16,16"),
     ("--time-channels", "0", "channel counts must be at least 1"),
     ("--dropout", "1", "--dropout must be at least 0 and under 1, not 1.0"),
+    ("--input-bands", "16", "argument --input-bands: invalid choice: 16 (choose from 32, 64)"),
 ])  # fmt: skip
 def test_a_wrong_network_option_is_refused_by_name(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, option: str, value: str, message: str
@@ -71,6 +104,16 @@ def test_a_wrong_network_option_is_refused_by_name(
         train_classifier.main(["--corpus", str(tmp_path), option, value])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_teacher_over_other_input_bands_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        train_classifier.main(["--corpus", str(tmp_path), "--input-bands", "64",
+                               "--teacher", str(ROOT / "models" / "dog_classifier.npz")])
+    assert exit_info.value.code == 2
+    assert "reads 32 input bands, not the 64 asked for (--input-bands)" in capsys.readouterr().err
 
 
 def test_training_learns_a_separable_toy_problem() -> None:
