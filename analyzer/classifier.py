@@ -43,7 +43,7 @@ from analyzer.errors import AnalyzerError
 DEFAULT_MODEL_PATH = Path(__file__).resolve().parent.parent / "models" / "dog_classifier.npz"
 
 N_MELS = 64
-POOL = 2  # adjacent mel bands averaged (in dB) into one input band, unless a model says else
+POOL = 2  # adjacent mel bands averaged (in dB) into one input band, unless the model file asks 1
 N_BANDS = N_MELS // POOL
 INPUT_POOLS = (1, 2)  # a model's input bands: all 64 mel bands, or adjacent pairs averaged
 N_CHANNELS = 2  # prominence and spectral shape

@@ -287,9 +287,9 @@ def test_a_model_over_all_64_mel_bands_saves_loads_and_scores_mel_rows(tmp_path:
     loaded = load_model(tmp_path / "fine.npz")
     assert (loaded.input_pool, loaded.input_bands) == (1, 64)
     rows = np.random.default_rng(9).normal(50.0, 8.0, (120, N_MELS)).astype(np.float32)
-    scorer = DogClassifier(loaded)
-    scores = np.concatenate([*(scorer.scores(rows[i : i + 50]) for i in (0, 50, 100)),
-                             scorer.flush()])  # one frame (50 rows) at a time  # fmt: skip
+    scorer = DogClassifier(loaded)  # fed one frame (50 rows) at a time, as inputs_of_stream is
+    frames = [scorer.scores(rows[i : i + 50]) for i in (0, 50, 100)]
+    scores = np.concatenate([*frames, scorer.flush()])
     expected = 1 / (1 + np.exp(-_reference_logits(model, inputs_of_stream(rows, pool=1))))
     assert np.allclose(scores, expected, atol=1e-5)
     # The bundled model's file predates the key: it averages band pairs.
