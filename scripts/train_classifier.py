@@ -644,10 +644,10 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.0 <= args.dropout < 1.0:
         parser.error(f"--dropout must be at least 0 and under 1, not {args.dropout}")
     try:
-        architecture = for_input_bands(args.input_bands,
-                                       widened(args.band_channels, args.time_channels))
+        architecture = widened(args.band_channels, args.time_channels)
     except ValueError as exc:
         parser.error(f"--band-channels/--time-channels: {exc}")
+    architecture = for_input_bands(args.input_bands, architecture)  # a choice argparse checked
     input_pool = N_MELS // args.input_bands
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("sensor.frames").setLevel(logging.ERROR)

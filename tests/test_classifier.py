@@ -237,7 +237,7 @@ def _reference_logits(model: DogModel, inputs: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("input_pool", [2, 1])
 def test_the_network_computes_what_brute_force_convolution_computes(input_pool: int) -> None:
     model = _random_model(1, input_pool)
-    bands = N_MELS // input_pool
+    bands = model.input_bands
     inputs = np.random.default_rng(2).random((61, bands, N_CHANNELS)).astype(np.float32)
     expected = _reference_logits(model, inputs)
     assert expected.shape == (61,)
@@ -251,7 +251,7 @@ def test_the_network_streams_exactly_however_the_rows_arrive(
     cuts: list[int], steps: int, input_pool: int
 ) -> None:
     model = _random_model(3, input_pool)
-    bands = N_MELS // input_pool
+    bands = model.input_bands
     inputs = np.random.default_rng(steps).random((steps, bands, N_CHANNELS)).astype(np.float32)
     whole = logits_of_stream(model, inputs)
     net, parts, start = ConvNet(model), [], 0
