@@ -18,7 +18,9 @@ SPL, through the wire format and back: float16 mel levels). Options: a fraction 
 streams may start with the clip itself (``--no-lead-in-fraction``: files cut tight around a
 sound), and labels with few clips (birds and other animals, voices, growls, howls, whines) may
 get more copies than the common ones (``--rare-copy-factor``). Extra negatives:
-background-only streams and synthetic tones, sweeps, beeps and noise bursts. More folders with
+background-only streams and synthetic tones, sweeps, beeps and noise bursts; optionally
+(``--tonal-negatives N``) N more training streams of narrow-band sounds: bird-like chirp
+trains, alarm beeps, a whistle's glide and the same tones. More folders with
 their own manifest (``--extra-corpus``, repeatable; for example the non-dog clips of part of the
 Debian corpus, written by ``scripts/prepare_debian_dev.py --train-dir``) join the main one, with
 ``--extra-copies`` augmented copies per clip; their groups are split like any other.
@@ -227,21 +229,25 @@ def background_segment(rng: np.random.Generator, pool: list[np.ndarray], n: int)
     return out
 
 
+def _synthetic_tone(rng: np.random.Generator, kind: int, t: np.ndarray) -> np.ndarray:
+    """A steady tone (kind 0), beeps (1) or a siren-like sweep (2), ``t`` seconds long."""
+    if kind == 0:
+        return np.sin(2 * np.pi * rng.uniform(150.0, 5000.0) * t)
+    if kind == 1:
+        x = np.sin(2 * np.pi * rng.uniform(400.0, 4000.0) * t)
+        period, on = rng.uniform(0.15, 1.0), rng.uniform(0.2, 0.7)
+        return x * ((t % period) < on * period).astype(float)
+    f0, depth, rate = rng.uniform(500, 1500), rng.uniform(200, 800), rng.uniform(0.2, 4.0)
+    return np.sin(2 * np.pi * np.cumsum(f0 + depth * np.sin(2 * np.pi * rate * t)) / RATE)
+
+
 def synthetic_negative(rng: np.random.Generator) -> np.ndarray:
     """A tone, beeps, a siren-like sweep, a noise burst or (near) silence: not a dog."""
     n = int(rng.uniform(1.0, 6.0) * RATE)
     t = np.arange(n) / RATE
     kind = rng.integers(5)
-    if kind == 0:
-        x = np.sin(2 * np.pi * rng.uniform(150.0, 5000.0) * t)
-    elif kind == 1:
-        x = np.sin(2 * np.pi * rng.uniform(400.0, 4000.0) * t)
-        period, on = rng.uniform(0.15, 1.0), rng.uniform(0.2, 0.7)
-        x *= ((t % period) < on * period).astype(float)
-    elif kind == 2:
-        f0, depth, rate = rng.uniform(500, 1500), rng.uniform(200, 800), rng.uniform(0.2, 4.0)
-        phase = 2 * np.pi * np.cumsum(f0 + depth * np.sin(2 * np.pi * rate * t)) / RATE
-        x = np.sin(phase)
+    if kind <= 2:
+        x = _synthetic_tone(rng, int(kind), t)
     elif kind == 3:
         x = rng.standard_normal(n)
         if rng.random() < 0.5:
@@ -253,10 +259,68 @@ def synthetic_negative(rng: np.random.Generator) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
+def chirp_train(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Bird-like song: short fast sweeps of 1.5-7.5 kHz, some trilled, some with a harmonic."""
+    x = np.zeros(n)
+    start = int(rng.uniform(0.0, 0.3) * RATE)
+    while start < n:
+        m = int(rng.uniform(0.02, 0.25) * RATE)
+        t = np.arange(m) / RATE
+        f_start = rng.uniform(1500.0, 7500.0)
+        f_end = np.clip(f_start * 2 ** rng.uniform(-1.5, 1.5), 1500.0, 7500.0)
+        freq = f_start + (f_end - f_start) * t / t[-1]
+        if rng.random() < 0.4:  # a trill
+            freq *= 1 + rng.uniform(0.03, 0.15) * np.sin(2 * np.pi * rng.uniform(20, 60) * t)
+        phase = 2 * np.pi * np.cumsum(freq) / RATE
+        chirp = np.sin(phase)
+        if rng.random() < 0.5 and freq.max() < 3900.0:
+            chirp += rng.uniform(0.1, 0.5) * np.sin(2 * phase)
+        chirp *= np.hanning(m) * rng.uniform(0.3, 1.0)
+        end = min(n, start + m)
+        x[start:end] += chirp[: end - start]
+        start = end + int(rng.exponential(rng.uniform(0.03, 0.4)) * RATE)
+    return x
+
+
+def harmonic_beeps(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
+    """An alarm or a reversing beeper: a 1-3 kHz square-ish tone, one or two pitches, pulsed."""
+    base, swap = rng.uniform(1000.0, 3000.0), rng.uniform(0.2, 1.5)  # two pitches: swap period
+    low = rng.uniform(0.7, 0.9) if rng.random() < 0.5 else 1.0
+    f0 = base * np.where(t % swap < swap / 2, 1.0, low)
+    phase = 2 * np.pi * np.cumsum(f0) / RATE
+    x = np.zeros(t.size)
+    for k in (1, 3, 5, 7):  # odd harmonics under the 8 kHz Nyquist frequency
+        x += np.sin(k * phase) / k * (k * f0 < 7800.0)
+    if rng.random() < 0.7:
+        period, on = rng.uniform(0.15, 1.5), rng.uniform(0.2, 0.8)
+        x *= (t % period) < on * period
+    return x
+
+
+def tonal_negative(rng: np.random.Generator) -> np.ndarray:
+    """A narrow-band sound that is not a dog: bird-like chirps, alarm beeps, a whistle's glide,
+    or one of the synthetic negatives' tones, beeps or sweeps (``--tonal-negatives``)."""
+    n = int(rng.uniform(1.0, 6.0) * RATE)
+    t = np.arange(n) / RATE
+    kind = rng.integers(4)
+    if kind == 0:
+        x = chirp_train(rng, n)
+    elif kind == 1:
+        x = harmonic_beeps(rng, t)
+    elif kind == 2:  # whistling: a pure tone gliding slowly between 1.5 and 4 kHz
+        contour = np.cumsum(rng.standard_normal(n // 1600 + 2)) * rng.uniform(50.0, 300.0)
+        freq = np.clip(rng.uniform(1500.0, 4000.0) + np.interp(
+            np.arange(n), np.arange(contour.size) * 1600, contour), 1500.0, 4000.0)  # fmt: skip
+        x = np.sin(2 * np.pi * np.cumsum(freq) / RATE)
+    else:
+        x = _synthetic_tone(rng, int(rng.integers(3)), t)
+    return np.asarray(x, dtype=np.float64)
+
+
 @dataclass(frozen=True)
 class Task:
     seed: int
-    kind: str  # "clip", "background", "synthetic"
+    kind: str  # "clip", "background", "synthetic", "tonal"
     clip_index: int
     split: str
     no_lead_in_fraction: float = 0.0
@@ -309,6 +373,8 @@ def make_stream(task: Task) -> tuple[np.ndarray, np.ndarray, dict[str, object]]:
         is_dog, clip_id, group, label = clip.is_dog, clip.clip_id, clip.group, clip.label
     elif task.kind == "synthetic":
         source = synthetic_negative(rng)
+    elif task.kind == "tonal":
+        source = tonal_negative(rng)
     else:
         source = np.zeros(int(rng.uniform(3.0, 10.0) * RATE))
     pad_before = int(rng.uniform(0.3, 2.5) * RATE)
@@ -364,6 +430,7 @@ def plan_tasks(
     clips: list[Clip], seed: int, fraction: float, dog_copies: int, other_copies: int,
     extra_negatives: int, val_copies: int, rare_copy_factor: int = RARE_COPY_FACTOR,
     no_lead_in_fraction: float = NO_LEAD_IN_FRACTION, extra_copies: int | None = None,
+    tonal_negatives: int = 0,
 ) -> list[Task]:  # fmt: skip
     rng = np.random.default_rng(seed)
     per_label = collections.Counter(clip.label for clip in clips)
@@ -382,6 +449,8 @@ def plan_tasks(
         for k in range(count):
             kind = "synthetic" if k % 2 else "background"
             tasks.append(Task(int(rng.integers(2**31)), kind, -1, split))
+    # Last, so that a set with them holds every stream of the set without them, bit for bit.
+    tasks += [Task(int(rng.integers(2**31)), "tonal", -1, "train") for _ in range(tonal_negatives)]
     return tasks
 
 
@@ -390,12 +459,14 @@ def build(
     dog_copies: int = 8, other_copies: int = 5, extra_negatives: int = 1000, val_copies: int = 2,
     rare_copy_factor: int = RARE_COPY_FACTOR, no_lead_in_fraction: float = NO_LEAD_IN_FRACTION,
     extra_corpora: list[Path] | tuple[Path, ...] = (), extra_copies: int | None = None,
+    tonal_negatives: int = 0,
 ) -> None:  # fmt: skip
     """Write the training set for ``corpus`` (and ``extra_corpora``) to ``out``."""
     clips = read_manifests(corpus, extra_corpora)
     pools = _pools(clips, seed, val_fraction)
     tasks = plan_tasks(clips, seed, val_fraction, dog_copies, other_copies, extra_negatives,
-                       val_copies, rare_copy_factor, no_lead_in_fraction, extra_copies)  # fmt: skip
+                       val_copies, rare_copy_factor, no_lead_in_fraction, extra_copies,
+                       tonal_negatives)  # fmt: skip
     log.info("%d clips, %d streams to make with %d jobs", len(clips), len(tasks), jobs)
     started = time.monotonic()
     results = []
@@ -422,6 +493,7 @@ def build(
             "rare_copy_factor": rare_copy_factor, "no_lead_in_fraction": no_lead_in_fraction,
             **({"extra_corpora": [str(f) for f in extra_corpora], "extra_copies": extra_copies}
                if extra_corpora else {}),
+            **({"tonal_negatives": tonal_negatives} if tonal_negatives else {}),
         })),
     )  # fmt: skip
     hours = offsets[-1] * HOP / RATE / 3600
@@ -444,6 +516,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="fraction of clip streams that start with the clip itself")
     parser.add_argument("--extra-negatives", type=int, default=1000,
                         help="background-only and synthetic streams")  # fmt: skip
+    parser.add_argument("--tonal-negatives", type=int, default=0, metavar="N",
+                        help="N more training streams of narrow-band sounds: bird-like chirps, "
+                        "alarm beeps, whistles, tones (validation keeps only real clips and the "
+                        "synthetic negatives)")  # fmt: skip
     parser.add_argument("--extra-corpus", type=Path, action="append", default=[], metavar="DIR",
                         help="another folder with manifest.csv and audio (repeatable)")
     parser.add_argument("--extra-copies", type=int, metavar="N",
@@ -459,7 +535,7 @@ def main(argv: list[str] | None = None) -> int:
           dog_copies=args.dog_copies, other_copies=args.other_copies,
           extra_negatives=args.extra_negatives, rare_copy_factor=args.rare_copy_factor,
           no_lead_in_fraction=args.no_lead_in_fraction, extra_corpora=args.extra_corpus,
-          extra_copies=args.extra_copies)  # fmt: skip
+          extra_copies=args.extra_copies, tonal_negatives=args.tonal_negatives)  # fmt: skip
     return 0
 
 

@@ -303,3 +303,65 @@ def test_a_balance_power_outside_0_to_1_is_refused_by_name(
         train_classifier.main(["--corpus", str(tmp_path), "--balance", "1.5"])
     assert exit_info.value.code == 2
     assert "--balance must be between 0 and 1, not 1.5" in capsys.readouterr().err
+
+
+def test_tonal_negatives_come_last_in_the_plan_and_only_in_training() -> None:
+    import make_training_set as mts
+
+    clips = [mts.Clip(f"bark{i}", "", True, "dog_bark", f"g{i}", 1.0) for i in range(20)]
+    clips += [mts.Clip(f"car{i}", "", False, "car_horn", f"c{i}", 1.0) for i in range(20)]
+    without = mts.plan_tasks(clips, seed=1, fraction=0.2, dog_copies=2, other_copies=2,
+                             extra_negatives=8, val_copies=1)  # fmt: skip
+    with_tonal = mts.plan_tasks(clips, seed=1, fraction=0.2, dog_copies=2, other_copies=2,
+                                extra_negatives=8, val_copies=1, tonal_negatives=5)  # fmt: skip
+    assert with_tonal[: len(without)] == without  # every other stream unchanged, bit for bit
+    assert [(t.kind, t.split, t.clip_index) for t in with_tonal[len(without) :]] == [
+        ("tonal", "train", -1)] * 5  # fmt: skip
+    assert len({t.seed for t in with_tonal[len(without) :]}) == 5
+
+
+def _spectrum(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    from scipy import signal
+
+    return signal.welch(x, 16000, nperseg=1024)
+
+
+def test_chirp_trains_and_beeps_are_narrow_band_sounds_where_a_bird_or_an_alarm_sings() -> None:
+    import make_training_set as mts
+
+    for seed in range(20):
+        freq, power = _spectrum(mts.chirp_train(np.random.default_rng(seed), 3 * 16000))
+        assert power[freq >= 1400].sum() > 0.99 * power.sum()
+        t = np.arange(2 * 16000) / 16000
+        freq, power = _spectrum(mts.harmonic_beeps(np.random.default_rng(seed), t))
+        assert 650 <= freq[power.argmax()] <= 3050  # the fundamental is the strongest
+        assert power[freq >= 7900].sum() < 1e-3 * power.sum()  # no harmonic above 7.8 kHz
+    flatness = []
+    for seed in range(40):
+        x = mts.tonal_negative(np.random.default_rng(seed))
+        freq, power = _spectrum(x)
+        flatness.append(np.exp(np.mean(np.log(power + 1e-20))) / np.mean(power))
+        assert 16000 <= x.size <= 6 * 16000
+    freq, noise = _spectrum(np.random.default_rng(0).standard_normal(3 * 16000))
+    assert max(flatness) < 0.05 < np.exp(np.mean(np.log(noise))) / np.mean(noise)
+
+
+def test_a_tonal_stream_is_mixed_like_a_synthetic_one_and_labelled_not_dog() -> None:
+    import make_training_set as mts
+
+    background = np.random.default_rng(3).standard_normal(5 * 16000) * 0.01
+    mts._STATE.update(clips=[], backgrounds={"train": [background], "val": [background]})
+    mel, labels, meta = mts.make_stream(mts.Task(7, "tonal", -1, "train"))
+    assert meta == {"clip_id": "tonal", "group": "tonal", "label": "tonal", "is_dog": False,
+                    "snr_db": meta["snr_db"], "split": "train", "kind": "tonal"}  # fmt: skip
+    assert mel.shape == (labels.size, N_MELS) and mel.dtype == np.float16
+    assert labels.size > 50 and not labels.any()
+    # At -3.5 dB broadband SNR the narrow-band sound still stands out in its own bands: the
+    # stream's mean spectrum rises over the background's (each at its own random level) there.
+    assert -5.0 <= meta["snr_db"] <= 20.0
+    rise = _mean_db(mel) - _mean_db(mts.mel_of_audio(background))
+    assert rise.max() - np.median(rise) > 6.0
+
+
+def _mean_db(mel: np.ndarray) -> np.ndarray:
+    return np.asarray(10 * np.log10(np.mean(10 ** (mel.astype(float) / 10), axis=0)))
