@@ -230,7 +230,7 @@ def background_segment(rng: np.random.Generator, pool: list[np.ndarray], n: int)
 
 
 def _synthetic_tone(rng: np.random.Generator, kind: int, t: np.ndarray) -> np.ndarray:
-    """A steady tone (kind 0), beeps (1) or a siren-like sweep (2), ``t`` seconds long."""
+    """A steady tone (kind 0), beeps (1) or a siren-like sweep (2) at the sample times ``t``."""
     if kind == 0:
         return np.sin(2 * np.pi * rng.uniform(150.0, 5000.0) * t)
     if kind == 1:
@@ -526,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="augmented copies per clip of the extra corpora (default: as the "
                         "main corpus's dog or other copies)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.tonal_negatives < 0:
+        parser.error(f"--tonal-negatives must be 0 or more, not {args.tonal_negatives}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("sensor.frames").setLevel(logging.ERROR)  # 16 kHz corpus: known
     for folder in (args.corpus, *args.extra_corpus):

@@ -346,11 +346,14 @@ def test_chirp_trains_and_beeps_are_narrow_band_sounds_where_a_bird_or_an_alarm_
     assert max(flatness) < 0.05 < np.exp(np.mean(np.log(noise))) / np.mean(noise)
 
 
-def test_a_tonal_stream_is_mixed_like_a_synthetic_one_and_labelled_not_dog() -> None:
+def test_a_tonal_stream_is_mixed_like_a_synthetic_one_and_labelled_not_dog(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import make_training_set as mts
 
     background = np.random.default_rng(3).standard_normal(5 * 16000) * 0.01
-    mts._STATE.update(clips=[], backgrounds={"train": [background], "val": [background]})
+    monkeypatch.setitem(mts._STATE, "clips", [])
+    monkeypatch.setitem(mts._STATE, "backgrounds", {"train": [background], "val": [background]})
     mel, labels, meta = mts.make_stream(mts.Task(7, "tonal", -1, "train"))
     assert meta == {"clip_id": "tonal", "group": "tonal", "label": "tonal", "is_dog": False,
                     "snr_db": meta["snr_db"], "split": "train", "kind": "tonal"}  # fmt: skip
@@ -358,10 +361,24 @@ def test_a_tonal_stream_is_mixed_like_a_synthetic_one_and_labelled_not_dog() -> 
     assert labels.size > 50 and not labels.any()
     # At -3.5 dB broadband SNR the narrow-band sound still stands out in its own bands: the
     # stream's mean spectrum rises over the background's (each at its own random level) there.
-    assert -5.0 <= meta["snr_db"] <= 20.0
+    snr_db = meta["snr_db"]
+    assert isinstance(snr_db, float) and -5.0 <= snr_db <= 20.0
     rise = _mean_db(mel) - _mean_db(mts.mel_of_audio(background))
     assert rise.max() - np.median(rise) > 6.0
 
 
 def _mean_db(mel: np.ndarray) -> np.ndarray:
     return np.asarray(10 * np.log10(np.mean(10 ** (mel.astype(float) / 10), axis=0)))
+
+
+def test_a_negative_number_of_tonal_negatives_is_refused_by_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import make_training_set as mts
+
+    _write_manifest(tmp_path / "corpus", [("a", "dog")])
+    with pytest.raises(SystemExit) as exit_info:
+        mts.main([str(tmp_path / "corpus"), str(tmp_path / "out.npz"), "--tonal-negatives", "-3"])
+    assert exit_info.value.code == 2
+    assert "--tonal-negatives must be 0 or more, not -3" in capsys.readouterr().err
+    assert not (tmp_path / "out.npz").exists()
