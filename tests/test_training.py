@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from analyzer.audibility import energy_mean_db
 from analyzer.classifier import N_BANDS, N_CHANNELS, N_MELS, DogModel, logits_of_stream
 from analyzer.config import DetectorSettings
 from tests.conftest import ROOT
@@ -363,12 +364,9 @@ def test_a_tonal_stream_is_mixed_like_a_synthetic_one_and_labelled_not_dog(
     # stream's mean spectrum rises over the background's (each at its own random level) there.
     snr_db = meta["snr_db"]
     assert isinstance(snr_db, float) and -5.0 <= snr_db <= 20.0
-    rise = _mean_db(mel) - _mean_db(mts.mel_of_audio(background))
+    rise = energy_mean_db(mel.astype(float)) - energy_mean_db(
+        mts.mel_of_audio(background).astype(float))  # fmt: skip
     assert rise.max() - np.median(rise) > 6.0
-
-
-def _mean_db(mel: np.ndarray) -> np.ndarray:
-    return np.asarray(10 * np.log10(np.mean(10 ** (mel.astype(float) / 10), axis=0)))
 
 
 def test_a_negative_number_of_tonal_negatives_is_refused_by_name(
