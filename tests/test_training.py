@@ -96,6 +96,8 @@ def test_dropout_follows_every_hidden_time_convolution() -> None:
     ("--band-channels", "16,x,32", "expected comma-separated channel counts such as 8,16,16"),
     ("--time-channels", "0", "channel counts must be at least 1"),
     ("--dropout", "1", "--dropout must be at least 0 and under 1, not 1.0"),
+    ("--ema", "1", "--ema must be at least 0 and under 1, not 1.0"),
+    ("--ema", "-0.5", "--ema must be at least 0 and under 1, not -0.5"),
     ("--input-bands", "16", "argument --input-bands: invalid choice: 16 (choose from 32, 64)"),
 ])  # fmt: skip
 def test_a_wrong_network_option_is_refused_by_name(
@@ -117,8 +119,9 @@ def test_a_teacher_over_other_input_bands_is_refused(
     assert "reads 32 input bands, not the 64 asked for (--input-bands)" in capsys.readouterr().err
 
 
-def test_training_learns_a_separable_toy_problem() -> None:
-    # "Dog" steps are bursts in bands 8-11; other streams carry bursts in bands 24-27.
+def _toy_problem() -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """160 padded input streams: "dog" steps are bursts in bands 8-11; the other streams carry
+    bursts in bands 24-27."""
     rng = np.random.default_rng(5)
     context = train_classifier.context_steps()
     inputs, labels = [], []
@@ -133,13 +136,41 @@ def test_training_learns_a_separable_toy_problem() -> None:
         padded = np.concatenate([np.repeat(x[:1], context, 0), x, np.repeat(x[-1:], context, 0)])
         inputs.append(padded.astype(np.float16))
         labels.append(lab)
-    net = train_classifier.fit_network(inputs[:120], labels[:120], seed=1, epochs=8)
+    return inputs, labels
+
+
+def _separates_the_held_out_toy_streams(net: object, inputs: list[np.ndarray],
+                                        labels: list[np.ndarray]) -> bool:
+    context = train_classifier.context_steps()
     model = train_classifier.export_network(net, {})
     dog, other = [], []
-    for x, lab in zip(inputs[120:], labels[120:], strict=True):
+    for x, lab in zip(inputs, labels, strict=True):
         logits = logits_of_stream(model, x[context:-context].astype(np.float32))
         (dog if lab.any() else other).append(float(logits.max()))
-    assert min(dog) > max(other)
+    return min(dog) > max(other)
+
+
+def test_training_learns_a_separable_toy_problem() -> None:
+    inputs, labels = _toy_problem()
+    net = train_classifier.fit_network(inputs[:120], labels[:120], seed=1, epochs=8)
+    assert _separates_the_held_out_toy_streams(net, inputs[120:], labels[120:])
+
+
+def test_the_weight_average_learns_the_toy_problem_and_differs_from_the_last_weights() -> None:
+    import torch
+
+    inputs, labels = _toy_problem()
+    last = train_classifier.fit_network(inputs[:120], labels[:120], seed=1, epochs=8)
+    averaged = train_classifier.fit_network(inputs[:120], labels[:120], seed=1, epochs=8,
+                                            ema_decay=0.5)  # fmt: skip
+    assert _separates_the_held_out_toy_streams(averaged, inputs[120:], labels[120:])
+    last_state, averaged_state = last.state_dict(), averaged.state_dict()
+    assert last_state.keys() == averaged_state.keys()
+    weights = [k for k in last_state if k.endswith("weight")]
+    statistics = [k for k in last_state if k.endswith("running_mean")]
+    assert weights and statistics  # batch-norm statistics are averaged with the weights
+    for key in weights + statistics:
+        assert not torch.equal(last_state[key], averaged_state[key]), key
 
 
 def test_a_distilled_network_learns_the_teachers_scores_where_labels_are_unknown() -> None:
