@@ -140,10 +140,15 @@ def read_manifests(corpus: Path, extra_corpora: list[Path] | tuple[Path, ...] = 
     return clips
 
 
+def unit_hash(key: str) -> float:
+    """A stable number in [0, 1) drawn from a text (the same on every machine and run)."""
+    digest = hashlib.sha256(key.encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
 def is_validation_group(group: str, seed: int, fraction: float) -> bool:
     """Seeded, stable assignment of a recording to validation."""
-    digest = hashlib.sha256(f"{seed}:{group}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+    return unit_hash(f"{seed}:{group}") < fraction
 
 
 def load_audio(path: str) -> np.ndarray:

@@ -313,6 +313,18 @@ def _augment(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
     return x
 
 
+def training_subset(meta: list[dict[str, Any]], fraction: float, seed: int) -> list[int]:
+    """The training streams kept when training on ``fraction`` of the training recordings, for
+    a learning curve: a clip's streams by whole recordings (``group``), background-only and
+    synthetic streams one by one, drawn by a seeded hash independent of the validation split.
+    The backgrounds mixed under the clips stay those of the whole training set."""
+    keys = [m["group"] if m["kind"] == "clip" else f"stream {i}" for i, m in enumerate(meta)]
+    return [
+        i for i, key in enumerate(keys)
+        if make_training_set.unit_hash(f"subset:{seed}:{key}") < fraction
+    ]  # fmt: skip
+
+
 def balance_weights(names: list[str], power: float) -> np.ndarray:
     """Sampling weight of each stream: its label's stream count to the power ``-power``
     (0: every stream alike; 0.5: a label's share of draws grows as the root of its count)."""
@@ -650,6 +662,10 @@ def main(argv: list[str] | None = None) -> int:
                              "by 4 (finer harmonics for about the same cost)")
     parser.add_argument("--dropout", type=float, default=DROPOUT, metavar="P",
                         help="dropout after each hidden time convolution (default %(default)s)")
+    parser.add_argument("--train-fraction", type=float, default=1.0, metavar="F",
+                        help="train on this fraction of the training recordings (whole "
+                             "recordings, seeded by --seed), for a learning curve; raise "
+                             "--epochs by 1/F to keep the number of steps; default %(default)s")
     parser.add_argument("--ema", type=float, default=EMA_DECAY, metavar="DECAY",
                         help="export the exponential moving average of the weights, this "
                              "decay per step (0.999: about the last 1,000 steps, 11 epochs); "
@@ -663,6 +679,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--balance must be between 0 and 1, not {args.balance}")
     if not 0.0 <= args.dropout < 1.0:
         parser.error(f"--dropout must be at least 0 and under 1, not {args.dropout}")
+    if not 0.0 < args.train_fraction <= 1.0:
+        parser.error(f"--train-fraction must be over 0 and at most 1, not {args.train_fraction}")
     if not 0.0 <= args.ema < 1.0:
         parser.error(f"--ema must be at least 0 and under 1, not {args.ema}")
     try:
@@ -709,6 +727,11 @@ def main(argv: list[str] | None = None) -> int:
     stream_labels = [labels[offsets[i] : offsets[i + 1]] for i in range(len(meta))]
     log.info("inputs done at %.0f s", time.monotonic() - started)
     train = [i for i, m in enumerate(meta) if m["split"] == "train"]
+    if args.train_fraction < 1.0:
+        train = [train[k] for k in training_subset([meta[i] for i in train],
+                                                   args.train_fraction, args.seed)]  # fmt: skip
+        log.info("training on %d streams from %d recordings (--train-fraction %g)", len(train),
+                 len({meta[i]["group"] for i in train}), args.train_fraction)  # fmt: skip
     val = [i for i, m in enumerate(meta) if m["split"] == "val"]
     soft = None
     if teachers:
@@ -737,6 +760,7 @@ def main(argv: list[str] | None = None) -> int:
         "dropout": args.dropout,
         "input_bands": args.input_bands,
         "ema_decay": args.ema,
+        "train_fraction": args.train_fraction,
     }  # fmt: skip
     model = export_network(net, metadata, input_pool)
     check = val[0]

@@ -98,6 +98,8 @@ def test_dropout_follows_every_hidden_time_convolution() -> None:
     ("--dropout", "1", "--dropout must be at least 0 and under 1, not 1.0"),
     ("--ema", "1", "--ema must be at least 0 and under 1, not 1.0"),
     ("--ema", "-0.5", "--ema must be at least 0 and under 1, not -0.5"),
+    ("--train-fraction", "0", "--train-fraction must be over 0 and at most 1, not 0.0"),
+    ("--train-fraction", "1.5", "--train-fraction must be over 0 and at most 1, not 1.5"),
     ("--input-bands", "16", "argument --input-bands: invalid choice: 16 (choose from 32, 64)"),
 ])  # fmt: skip
 def test_a_wrong_network_option_is_refused_by_name(
@@ -233,6 +235,24 @@ def test_several_models_validate_as_an_ensemble_of_their_mean_scores() -> None:
     assert one.shape == other.shape == both.shape == (400,)
     assert not np.allclose(one, other, atol=1e-2)
     assert np.allclose(both, (one + other) / 2)
+
+
+def test_a_training_subset_keeps_whole_recordings_and_about_its_fraction_of_them() -> None:
+    meta = [{"group": f"recording {k % 400}", "kind": "clip"} for k in range(2400)]
+    for kind in ("background", "synthetic"):
+        meta += [{"group": kind, "kind": kind} for _ in range(400)]
+    half = train_classifier.training_subset(meta, 0.5, seed=1)
+    assert half == train_classifier.training_subset(meta, 0.5, seed=1)  # the same every run
+    assert half != train_classifier.training_subset(meta, 0.5, seed=2)
+    kept = {meta[i]["group"] for i in half if meta[i]["kind"] == "clip"}
+    for i, m in enumerate(meta[:2400]):  # a recording's streams all stay or all go
+        assert (i in half) == (m["group"] in kept)
+    assert 0.43 < len(kept) / 400 < 0.57  # binomial(400, 0.5): 0.5 +- 3.5 standard deviations
+    for kind in ("background", "synthetic"):  # one by one, not as one "group"
+        assert 0.4 < sum(meta[i]["kind"] == kind for i in half) / 400 < 0.6
+    quarter = set(train_classifier.training_subset(meta, 0.25, seed=1))
+    assert quarter <= set(half)  # a smaller fraction of the same seed is nested in a larger
+    assert len(train_classifier.training_subset(meta, 1.0, seed=1)) == len(meta)
 
 
 @pytest.mark.parametrize("power", [0.0, 0.5, 1.0])
