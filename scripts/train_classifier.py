@@ -730,8 +730,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.train_fraction < 1.0:
         train = [train[k] for k in training_subset([meta[i] for i in train],
                                                    args.train_fraction, args.seed)]  # fmt: skip
-        log.info("training on %d streams from %d recordings (--train-fraction %g)", len(train),
-                 len({meta[i]["group"] for i in train}), args.train_fraction)  # fmt: skip
+        log.info("training on %d streams, the clips' from %d recordings (--train-fraction %g)",
+                 len(train), len({meta[i]["group"] for i in train if meta[i]["kind"] == "clip"}),
+                 args.train_fraction)  # fmt: skip
     val = [i for i, m in enumerate(meta) if m["split"] == "val"]
     soft = None
     if teachers:
