@@ -778,10 +778,10 @@ def main(argv: list[str] | None = None) -> int:
     settings = DetectorSettings()
     metrics = validate(model, mel, labels, offsets, meta, settings, int(config["seed"]),
                        corpora, config["val_fraction"])  # fmt: skip
-    split = np.repeat(np.array([m["split"] for m in meta]), np.diff(offsets))
     clips = make_training_set.read_manifests(corpora[0], corpora[1:])
     metrics.update({"model_version": model.version, "licences": licence_counts(clips),
-                    "training_hours": round(float(np.sum(split == "train")) * HOP_S / 3600, 2),
+                    "training_hours": round(float(np.diff(offsets)[train].sum()) * HOP_S / 3600,
+                                            2),  # fmt: skip
                     "fit_seconds": round(fit_s),
                     "train_seconds_total": round(time.monotonic() - started),
                     "settings": {k: getattr(settings, k) for k in settings.__dataclass_fields__},
