@@ -381,6 +381,7 @@ def fit_network(
         AveragedModel(net, multi_avg_fn=get_ema_multi_avg_fn(ema_decay), use_buffers=True)
         if ema_decay else None
     )  # fmt: skip
+    result = net if averaged is None else averaged.module  # the network validated and returned
     context = context_steps(architecture)
     optimiser = torch.optim.AdamW(net.parameters(), lr=3e-3, weight_decay=1e-3)
     steps_per_epoch = max(1, len(inputs) // BATCH)
@@ -393,9 +394,6 @@ def fit_network(
         (None, None) if weights is None
         else (weights[pool] / weights[pool].sum() for pool in (dog_streams, other_streams))
     )  # fmt: skip
-    def result() -> Any:
-        return net if averaged is None else averaged.module
-
     for epoch in range(epochs):
         net.train()
         started = time.monotonic()
@@ -438,11 +436,10 @@ def fit_network(
         message = f"epoch {epoch + 1}/{epochs}: loss {total / steps_per_epoch:.4f}, {elapsed:.0f} s"
         # About 60 held-out checks a run (each about 2 s here), however many epochs it has.
         if val is not None and ((epoch + 1) % max(1, epochs // 60) == 0 or epoch + 1 == epochs):
-            message += f", held-out clip AUPRC {_clip_auprc(result(), *val):.4f}"
+            message += f", held-out clip AUPRC {_clip_auprc(result, *val):.4f}"
         log.info(message)
-    final = result()
-    final.eval()
-    return final
+    result.eval()
+    return result
 
 
 def _clip_auprc(
