@@ -1,13 +1,17 @@
 """Typed TOML configuration: frozen dataclasses that reject unknown keys and out-of-range values.
 
 Each field declares its bounds and a one-line description with :func:`setting`; errors name
-the key path (``mqtt.port``) and the reason. Secrets are never stored in the file: a field
-named ``*_env`` names an environment variable, read when the configuration is loaded.
+the key path (``mqtt.port``) and the reason. TOML allows ``nan`` and ``inf``: every float is
+refused unless finite, because ``nan`` compares false with any bound and would pass them all.
+Secrets are never stored in the file: a field named ``*_env`` names an environment variable,
+read when the configuration is loaded.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import sys
 import tomllib
 import types
 import typing
@@ -36,7 +40,13 @@ def setting(
 
 def _check_value(value: Any, expected: Any, key: str, meta: typing.Mapping[str, Any]) -> Any:
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
+        try:
+            value = float(value)
+        except OverflowError as exc:
+            raise ConfigError(
+                f"config key {key!r}: an integer of {len(str(abs(value)))} digits is too "
+                "large for a number"
+            ) from exc
     origin = typing.get_origin(expected)
     if origin in (typing.Union, types.UnionType):
         allowed = tuple(a for a in typing.get_args(expected) if a is not type(None))
@@ -48,6 +58,8 @@ def _check_value(value: Any, expected: Any, key: str, meta: typing.Mapping[str, 
             f"config key {key!r}: expected {expected.__name__}, "
             f"got {type(value).__name__} {value!r}"
         )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"config key {key!r}: {value} is not a finite number")
     if meta.get("choices") is not None and value not in meta["choices"]:
         raise ConfigError(f"config key {key!r}: {value!r} is not one of {list(meta['choices'])}")
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -84,16 +96,39 @@ def build(cls: type[T], data: Any, prefix: str = "") -> T:
 
 
 def load(cls: type[T], path: str | Path) -> T:
-    """Read and validate a TOML configuration file."""
+    """Read and validate a TOML configuration file (UTF-8, as TOML requires)."""
     try:
         with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+            raw = handle.read()
     except FileNotFoundError as exc:
         raise ConfigError(f"config file {path} does not exist") from exc
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc}") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (TOML must be): byte 0x{raw[exc.start]:02x} "
+            f"at offset {exc.start} (line {line}): {exc.reason}"
+        ) from exc
+    if text.startswith("\ufeff"):
+        raise ConfigError(
+            f"config file {path} starts with a byte order mark: save it as UTF-8 without one"
+        )
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(
+            f"config file {path} is not usable TOML: arrays or tables nested too deeply"
+        ) from exc
+    except ValueError as exc:  # int() refuses integers longer than the interpreter's limit
+        raise ConfigError(
+            f"config file {path} is not usable TOML: it holds an integer of more than "
+            f"{sys.get_int_max_str_digits()} digits"
+        ) from exc
     return build(cls, data)
 
 
