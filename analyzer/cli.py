@@ -157,7 +157,9 @@ def _analyzer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             return 0
         if not args.config:
             parser.error("analyzer validate-config needs --config FILE (or --describe)")
-        load_analyzer_config(args.config)
+        from sensor.config import check_connection_settings
+
+        check_connection_settings(load_analyzer_config(args.config).mqtt)  # as `run` would
         print(f"{args.config}: valid")
         return 0
     if args.action != "run":

@@ -235,14 +235,14 @@ def main(argv: list[str] | None = None) -> int:
             print(describe_input_devices())
             return 0
         if args.command == "validate-config":
-            from sensor.config import describe_sensor_config, load_sensor_config
+            from sensor.config import describe_sensor_config, validate_sensor_config
 
             if args.describe:
                 print(describe_sensor_config())
                 return 0
             if not args.config:
                 parser.error("validate-config needs --config FILE (or --describe)")
-            load_sensor_config(args.config)
+            validate_sensor_config(args.config)
             print(f"{args.config}: valid")
             return 0
         if args.command == "run":

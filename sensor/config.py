@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 from dataclasses import dataclass
 
 from sensor.configfile import describe, load, setting
@@ -44,28 +45,73 @@ class MqttSettings:
 
     def password(self) -> str | None:
         """The password: the environment variable if set and not empty, else the first line
-        of ``password_file``, else None. Raise ConfigError when the file cannot be read or is
-        readable by group or others (it must be private to the service's user)."""
+        of ``password_file``, else None. Raise ConfigError when the file cannot be read, is not
+        UTF-8 or is readable by group or others (it must be private to the service's user)."""
         from_env = os.environ.get(self.password_env)
         if from_env or not self.password_file:
             return from_env or None
+        key = "config key 'mqtt.password_file'"
         try:
             mode = os.stat(self.password_file).st_mode
             if mode & 0o077:
                 raise ConfigError(
-                    f"config key 'mqtt.password_file': {self.password_file} is readable by "
+                    f"{key}: {self.password_file} is readable by "
                     f"group or others (mode {mode & 0o777:o}); chmod 600 it"
                 )
             with open(self.password_file, encoding="utf-8") as handle:
                 first_line = handle.readline().strip()
         except OSError as exc:
             raise ConfigError(
-                f"config key 'mqtt.password_file': cannot read {self.password_file}: "
+                f"{key}: cannot read {self.password_file} as user {_user_name()}: "
                 f"{exc.strerror}"
             ) from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{key}: {self.password_file} is not UTF-8 text (byte offset {exc.start})"
+            ) from exc
+        except ValueError as exc:  # os.stat refuses a path with a NUL byte
+            raise ConfigError(f"{key}: {self.password_file!r} is not a usable path: {exc}") from exc
         if not first_line:
-            raise ConfigError(f"config key 'mqtt.password_file': {self.password_file} is empty")
+            raise ConfigError(f"{key}: {self.password_file} is empty")
         return first_line
+
+    def login(self) -> tuple[str, str] | None:
+        """User name and password to connect with; None when there is no user name.
+
+        Raise ConfigError when a user name has no password, or as :meth:`password` does.
+        ``run`` connects with this and ``validate-config`` calls it (through
+        :func:`check_connection_settings`), so both refuse the same settings.
+        """
+        if not self.username:
+            return None
+        password = self.password()
+        if password is None:
+            raise ConfigError(
+                f"config key 'mqtt.username' is {self.username!r} but there is no password: "
+                f"set the environment variable {self.password_env} or mqtt.password_file"
+            )
+        return self.username, password
+
+
+def _user_name() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:  # a uid without a passwd entry (containers)
+        return str(os.geteuid())
+
+
+def check_connection_settings(settings: MqttSettings) -> None:
+    """Refuse what ``run`` would refuse before connecting: a user name without a password,
+    a password file that is unsafe or unreadable, a CA certificate that cannot be loaded.
+
+    ``validate-config`` calls this so that it passes only what ``run`` accepts; the checks are
+    the very functions the publisher's ``make_client`` uses. Nothing is connected.
+    """
+    settings.login()
+    if settings.tls_ca:
+        from sensor.publisher import tls_context  # the publisher imports this module
+
+        tls_context(settings.tls_ca)
 
 
 @dataclass(frozen=True)
@@ -155,6 +201,14 @@ def load_sensor_config(path: str) -> SensorConfig:
             f"config key 'device_id': {config.device_id!r} is missing or not a valid device id "
             "(lower-case letters, digits, '-' and '_', at most 64 characters)"
         )
+    return config
+
+
+def validate_sensor_config(path: str) -> SensorConfig:
+    """``validate-config``: load the file and apply the checks ``run`` makes before it
+    connects (:func:`check_connection_settings`)."""
+    config = load_sensor_config(path)
+    check_connection_settings(config.mqtt)
     return config
 
 

@@ -88,14 +88,9 @@ def make_client(client_id: str, settings: MqttSettings, persistent: bool = False
             clean_session=not persistent,
             protocol=protocol,
         )
-    if settings.username:
-        password = settings.password()
-        if password is None:
-            raise ConfigError(
-                f"config key 'mqtt.username' is {settings.username!r} but there is no password: "
-                f"set the environment variable {settings.password_env} or mqtt.password_file"
-            )
-        client.username_pw_set(settings.username, password)
+    login = settings.login()  # the same refusals as validate-config
+    if login is not None:
+        client.username_pw_set(*login)
     if settings.tls_ca:
         client.tls_set_context(tls_context(settings.tls_ca))
     client.reconnect_delay_set(min_delay=1, max_delay=settings.reconnect_max_s)
