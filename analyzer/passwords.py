@@ -128,6 +128,10 @@ def read_password_file(path: Path) -> dict[str, str]:
         return {}
     except OSError as exc:
         raise ProvisioningError(f"cannot read the password file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ProvisioningError(
+            f"the password file {path} is not UTF-8 text: byte offset {exc.start}, {exc.reason}"
+        ) from exc
     entries: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip() or line.startswith("#"):
