@@ -8,6 +8,7 @@ from pathlib import Path
 
 from analyzer.site import load_site, site_template
 from sensor.errors import ConfigError
+from sensor.wire import DEVICE_ID_PATTERN
 
 
 def _finite_metres(text: str) -> float:
@@ -51,14 +52,20 @@ def run_site(args: argparse.Namespace) -> int:
         path = Path(args.file)
         if path.exists() and not args.force:
             raise ConfigError(f"{path} exists; use --force to overwrite it")
+        if not DEVICE_ID_PATTERN.match(args.device):
+            raise ConfigError(f"--device {args.device!r} is not a valid device id (lower-case "
+                              "letters, digits, '-' and '_', at most 64 characters)")
         from datetime import UTC, datetime
 
-        path.write_text(site_template(
-            args.device, address=args.address, source_to_sensor_m=args.sensor_m,
-            source_to_boundary_m=args.boundary_m, ground=args.ground,
-            installed_by=args.installed_by,
-            installed_at=datetime.now(UTC).strftime("%Y-%m-%d"),
-        ))
+        try:
+            path.write_text(site_template(
+                args.device, address=args.address, source_to_sensor_m=args.sensor_m,
+                source_to_boundary_m=args.boundary_m, ground=args.ground,
+                installed_by=args.installed_by,
+                installed_at=datetime.now(UTC).strftime("%Y-%m-%d"),
+            ), encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot write {path}: {exc.strerror}") from exc
         print(f"wrote {path}; fill in the distances, then: barkwatch site validate {path}")
         return 0
     if args.site_action in ("show", "validate"):

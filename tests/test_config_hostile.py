@@ -230,3 +230,17 @@ def test_a_broker_password_file_that_is_not_utf8_is_refused_by_name(tmp_path: Pa
     reason = f"{passwords} is not UTF-8 text: byte offset 10"
     with pytest.raises(ProvisioningError, match=re.escape(reason)):
         read_password_file(passwords)
+
+
+@pytest.mark.parametrize(
+    ("where", "device", "message"),
+    [("missing-dir/site.toml", "yard-7", "cannot write {path}: No such file or directory"),
+     ("site.toml", "Yard 7", "--device 'Yard 7' is not a valid device id")],
+)
+def test_site_create_refuses_what_it_cannot_write_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str, device: str, message: str
+) -> None:
+    record = tmp_path / where
+    assert analyzer_cli.main(["site", "create", str(record), "--device", device]) == 1
+    assert message.format(path=record) in capsys.readouterr().err
+    assert not record.exists()
