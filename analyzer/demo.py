@@ -27,6 +27,12 @@ log = logging.getLogger(__name__)
 DEMO_RECORDING = Path(__file__).resolve().parent.parent / "demo" / "example.flac"
 DEMO_DEVICE = "demo-0001"
 DEMO_FULL_SCALE_DB = 100.0
+ANONYMOUS_BROKER_NOTE = (
+    "      (this demo's broker lets anyone publish without a login, on loopback only; a "
+    "deployment\n       uses broker_config/, where anonymous clients are refused: TLS, one "
+    "password per device\n       and an ACL, see broker_config/README.md)"
+)
+"""Said at start-up: the demo's convenience must not be mistaken for how a deployment runs."""
 
 
 def _say(text: str) -> None:
@@ -43,6 +49,7 @@ def run_demo(recording: str | None = None, keep_running: bool = False) -> int:
             f"[1/4] services up: mosquitto on 127.0.0.1:{services.broker.port}, "
             f"influxdb at {services.influx.url}"
         )
+        _say(ANONYMOUS_BROKER_NOTE)
         mqtt_settings = MqttSettings(host="127.0.0.1", port=services.broker.port)
         sites = Path(workdir.name) / "sites"
         sites.mkdir()

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: set up, then run the demo (local Mosquitto and InfluxDB,
 # the bundled recording replayed through sensor -> broker -> analyzer -> database).
+# The demo's broker accepts anonymous clients on loopback, for convenience only (the demo says
+# so when it starts); a deployment uses broker_config/, which refuses them.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -9,9 +9,11 @@ import re
 from pathlib import Path
 
 import pytest
+import soundfile
 
 from analyzer import cli as analyzer_cli
 from analyzer.config import load_analyzer_config
+from analyzer.demo import run_demo
 from analyzer.errors import ProvisioningError
 from analyzer.passwords import read_password_file
 from analyzer.site import load_site, site_template
@@ -19,6 +21,7 @@ from sensor import cli as sensor_cli
 from sensor.config import MqttSettings, load_sensor_config
 from sensor.errors import ConfigError
 from sensor.publisher import make_client
+from tests.conftest import sine
 
 SENSOR = 'device_id = "yard-7"\n'
 SITE = site_template("yard-7", source_to_sensor_m=8.0, source_to_boundary_m=12.0)
@@ -244,3 +247,15 @@ def test_site_create_refuses_what_it_cannot_write_without_a_traceback(
     assert analyzer_cli.main(["site", "create", str(record), "--device", device]) == 1
     assert message.format(path=record) in capsys.readouterr().err
     assert not record.exists()
+
+
+def test_the_demo_says_its_broker_is_anonymous_and_a_deployment_refuses_that(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recording = tmp_path / "tone.wav"
+    soundfile.write(recording, sine(1000.0, 0.1, 2.0, 48000), 48000)
+    assert run_demo(str(recording)) == 0
+    printed = capsys.readouterr().out
+    start_up = " ".join(printed[: printed.index("[2/4]")].split())
+    assert "lets anyone publish without a login" in start_up
+    assert "a deployment uses broker_config/, where anonymous clients are refused" in start_up
