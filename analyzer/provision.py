@@ -237,7 +237,7 @@ def check_device_id(device_id: str) -> None:
 def device_config_text(device_id: str, broker_host: str, broker_port: int) -> str:
     """``deploy/sensor.example.toml`` with the device id and broker settings of this device;
     comments and every other setting stay as in the example."""
-    document = tomlkit.parse(SENSOR_EXAMPLE.read_text())
+    document = tomlkit.parse(SENSOR_EXAMPLE.read_text(encoding="utf-8"))
     document["device_id"] = device_id
     if "mqtt" not in document:
         document["mqtt"] = tomlkit.table()
