@@ -10,7 +10,7 @@ from sensor.configfile import describe, load, setting
 from sensor.errors import ConfigError
 from sensor.frames import MeasurementOptions
 from sensor.outbox import DEFAULT_MAX_FRAMES
-from sensor.wire import DEVICE_ID_PATTERN, SUPPORTED_SAMPLE_RATES
+from sensor.wire import DEVICE_ID_PATTERN, MAX_CALIBRATION_CHARS, SUPPORTED_SAMPLE_RATES
 
 
 @dataclass(frozen=True)
@@ -200,6 +200,12 @@ def load_sensor_config(path: str) -> SensorConfig:
         raise ConfigError(
             f"config key 'device_id': {config.device_id!r} is missing or not a valid device id "
             "(lower-case letters, digits, '-' and '_', at most 64 characters)"
+        )
+    date = config.calibration.date
+    if len(date) > MAX_CALIBRATION_CHARS or not date.isprintable():  # every frame carries it
+        raise ConfigError(
+            f"config key 'calibration.date': {len(date)} characters; the wire format takes "
+            f"at most {MAX_CALIBRATION_CHARS} printable ones"
         )
     return config
 

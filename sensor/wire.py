@@ -1,19 +1,20 @@
 """Wire format v1: one msgpack map per one-second frame, arrays as packed little-endian numbers.
 
-The sensor owns this format; the analyzer imports it. Every field is validated on decode and
-an error names the field and what was wrong with it. Keys are short to keep frames small.
+The sensor owns this format; the analyzer imports it. Every field is validated on decode (and
+before encoding, so a sensor never sends what an analyzer refuses) and an error names the
+field and what was wrong with it. Keys are short to keep frames small.
 
 ===========  =========  ===========================================================
 key          type       meaning
 ===========  =========  ===========================================================
 ``v``        int        schema version, always 1
-``dev``      str        device id, ``[a-z0-9][a-z0-9_-]{0,63}``
+``dev``      str        device id, ``[a-z0-9][a-z0-9_-]{0,63}`` (at most 64 characters)
 ``seq``      int        sequence number, per device, never reused (survives restarts)
 ``t``        int        capture time of the frame's first sample, ns since the Unix epoch (UTC)
 ``sr``       int        sample rate of the capture, Hz
 ``n``        int        number of samples in the frame (one second: ``sr``)
 ``fs_db``    float      calibration: the dB SPL that an RMS of digital full scale reads
-``cal``      str        calibration date (ISO 8601) or ``""``
+``cal``      str        calibration date (ISO 8601) or ``""``, at most 64 printable characters
 ``la``       float      LAeq over the frame, dB
 ``lc``       float      LCeq over the frame, dB
 ``lz``       float      LZeq over the frame, dB
@@ -52,7 +53,11 @@ from sensor.errors import WireError
 SCHEMA_VERSION = 1
 TOPIC_ROOT = "barkwatch/v1"
 MAX_PAYLOAD_BYTES = 64 * 1024
-DEVICE_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+# \Z, not $: with re.match, $ also matches before a trailing newline ("dev-1\n").
+DEVICE_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
+# The longest ISO 8601 form (2026-12-01T10:15:30.123456789+05:30) has 35 characters; the
+# bound keeps every InfluxDB point small (a 58,000-character date once stalled all writes).
+MAX_CALIBRATION_CHARS = 64
 SUPPORTED_SAMPLE_RATES = (16000, 32000, 44100, 48000)
 MAX_BANDS = 43
 MAX_STEPS = 200
@@ -78,10 +83,12 @@ def device_from_topic(topic: str) -> tuple[str, str]:
     """Split ``barkwatch/v1/<kind>/<device>`` into (kind, device); raise WireError otherwise."""
     parts = topic.split("/")
     if len(parts) != 4 or "/".join(parts[:2]) != TOPIC_ROOT:
-        raise WireError(f"topic {topic!r} is not of the form {TOPIC_ROOT}/<kind>/<device>")
+        raise WireError(f"topic {_shown(topic)} is not of the form {TOPIC_ROOT}/<kind>/<device>")
     kind, device = parts[2], parts[3]
     if not DEVICE_ID_PATTERN.match(device):
-        raise WireError(f"topic {topic!r}: device id {device!r} is not a valid device id")
+        raise WireError(
+            f"topic {_shown(topic)}: device id {_shown(device)} is not a valid device id"
+        )
     return kind, device
 
 
@@ -132,9 +139,25 @@ class Frame:
 
 
 def encode_frame(frame: Frame) -> bytes:
-    """Serialise a frame to wire format v1."""
+    """Serialise a frame to wire format v1; raise WireError for a frame the decoder refuses.
+
+    The same checks as :func:`decode_frame` run on the payload before it is packed, so a
+    sensor never queues a frame that every analyzer would drop.
+    """
+    with np.errstate(over="ignore"):  # a level beyond float16 becomes inf, refused below
+        payload = _payload_of(frame)
+    _validated(payload)
+    data: bytes = msgpack.packb(payload, use_bin_type=True)
+    if len(data) > MAX_PAYLOAD_BYTES:
+        raise WireError(
+            f"frame of {len(data)} bytes exceeds the limit of {MAX_PAYLOAD_BYTES} bytes"
+        )
+    return data
+
+
+def _payload_of(frame: Frame) -> dict[str, Any]:
     mel = np.asarray(frame.mel_db, dtype="<f2")
-    payload = {
+    return {
         "v": SCHEMA_VERSION,
         "dev": frame.device_id,
         "seq": int(frame.seq),
@@ -164,7 +187,6 @@ def encode_frame(frame: Frame) -> bytes:
         "mels": int(mel.shape[1]) if mel.ndim == 2 else 0,
         "mel": mel.tobytes(),
     }
-    return msgpack.packb(payload, use_bin_type=True)
 
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -218,33 +240,77 @@ def _level(payload: dict[str, Any], key: str) -> float:
     return value
 
 
+def _shown(value: object, limit: int = 40) -> str:
+    """A short, single-line account of a value for an error message (payloads are hostile)."""
+    if not isinstance(value, str | bytes | int | float | bool | type(None)):
+        return f"a {type(value).__name__}"  # no repr: a container may nest hundreds deep
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _key_shown(key: object) -> str:
+    if isinstance(key, str) and key.isprintable() and len(key) <= 40:
+        return key
+    return _shown(key)
+
+
 def decode_frame(data: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> Frame:
-    """Parse and validate a wire-format v1 frame; raise WireError naming what was wrong."""
+    """Parse and validate a wire-format v1 frame; raise WireError naming what was wrong.
+
+    Any byte string gives a Frame or a WireError, never another exception.
+    """
     if len(data) > max_bytes:
         raise WireError(f"payload of {len(data)} bytes exceeds the limit of {max_bytes} bytes")
     try:
+        # strict_map_key: only str and bytes keys, so no crafted int keys collide in the dict.
+        # msgpack bounds every length by the payload's own size, so no bomb allocates more.
         payload = msgpack.unpackb(data, raw=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises several unrelated types
-        raise WireError(f"payload is not valid msgpack: {exc}") from exc
+        raise WireError(f"payload is not valid msgpack: {type(exc).__name__}: {exc}") from exc
+    return _validated(payload)
+
+
+def _validated(payload: object) -> Frame:
+    """Check a payload map field by field and build its Frame; raise WireError otherwise."""
     if not isinstance(payload, dict):
         raise WireError(f"payload is a {type(payload).__name__}, expected a map")
     version = payload.get("v")
-    if version != SCHEMA_VERSION:
-        raise WireError(f"field 'v': schema version {version!r} is not supported (expected 1)")
+    if type(version) is not int or version != SCHEMA_VERSION:
+        raise WireError(
+            f"field 'v': schema version {_shown(version)} is not supported (expected 1)"
+        )
     missing = sorted(set(_FIELDS) - set(payload))
     if missing:
         raise WireError(f"missing field(s): {', '.join(missing)}")
-    unknown = sorted(set(payload) - set(_FIELDS))
+    # Keys may be str or bytes (msgpack's str and bin): never compare them with each other.
+    unknown = sorted(
+        _key_shown(key) for key in payload if not isinstance(key, str) or key not in _FIELDS
+    )
     if unknown:
-        raise WireError(f"unknown field(s): {', '.join(map(str, unknown))}")
+        more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise WireError(f"unknown field(s): {', '.join(unknown[:5])}{more}")
     for key, kind in _FIELDS.items():
         value = payload[key]
         if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
-            raise WireError(f"field {key!r}: {type(value).__name__} is not the expected type")
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            raise WireError(
+                f"field {key!r}: {type(value).__name__} is not the expected "
+                f"{' or '.join(k.__name__ for k in kinds)}"
+            )
 
     device_id = payload["dev"]
     if not DEVICE_ID_PATTERN.match(device_id):
-        raise WireError(f"field 'dev': {device_id!r} is not a valid device id")
+        raise WireError(f"field 'dev': {_shown(device_id)} is not a valid device id")
+    calibration_date = payload["cal"]
+    if len(calibration_date) > MAX_CALIBRATION_CHARS:
+        raise WireError(
+            f"field 'cal': {len(calibration_date)} characters exceeds the limit of "
+            f"{MAX_CALIBRATION_CHARS}"
+        )
+    if not calibration_date.isprintable():
+        raise WireError(f"field 'cal': {calibration_date!r} contains a control character")
     if not 0 <= payload["seq"] < 2**63:
         raise WireError(f"field 'seq': {payload['seq']} is out of range")
     if not 0 <= payload["t"] < 2**63:
@@ -286,7 +352,7 @@ def decode_frame(data: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> Frame:
         sample_rate=sample_rate,
         n_samples=payload["n"],
         full_scale_db=float(payload["fs_db"]),
-        calibration_date=payload["cal"],
+        calibration_date=calibration_date,
         laeq_db=_level(payload, "la"),
         lceq_db=_level(payload, "lc"),
         lzeq_db=_level(payload, "lz"),

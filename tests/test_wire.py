@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import msgpack
 import numpy as np
@@ -10,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sensor.errors import WireError
+from sensor.config import load_sensor_config
+from sensor.errors import ConfigError, WireError
 from sensor.frames import frames_from_samples
 from sensor.wire import Frame, decode_frame, device_from_topic, encode_frame, frame_topic
 from tests.conftest import sine
@@ -98,3 +100,80 @@ def test_round_trip_property(seq: int, capture_ns: int, levels: list[float], n_b
     assert (back.seq, back.capture_ns, back.laeq_db, back.lafmax_db) == (
         seq, capture_ns, levels[0], levels[3])
     np.testing.assert_array_equal(back.bands_db, frame.bands_db)
+
+
+def test_extra_keys_of_bytes_and_text_are_named_as_unknown_fields() -> None:
+    # Issue 27: sorting a bytes key against a text key raised TypeError in the analyzer.
+    raw = msgpack.unpackb(encode_frame(FRAME), raw=False)
+    raw[b"x"] = b"\x00" * 10
+    raw["y"] = {"nested": [1, [2, {"deep": b"z"}]]}
+    with pytest.raises(WireError, match=r"unknown field\(s\): b'x', y"):
+        decode_frame(msgpack.packb(raw, use_bin_type=True))
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [(7, "int is not allowed for map key"),
+     ("\n" * 3, r"unknown field\(s\): '\\n\\n\\n'"),
+     ("k" * 5000, r"unknown field\(s\): 'kkkk.*\.\.\. \(5002 characters\)"),
+     (b"seq", r"unknown field\(s\): b'seq'")],
+)
+def test_an_extra_key_of_any_type_is_a_wire_error_naming_it_briefly(
+    key: object, message: str
+) -> None:
+    raw = msgpack.unpackb(encode_frame(FRAME), raw=False)
+    raw[key] = 1
+    with pytest.raises(WireError, match=message) as caught:
+        decode_frame(msgpack.packb(raw, use_bin_type=True))
+    assert len(str(caught.value)) < 200
+
+
+def test_a_calibration_date_of_58000_characters_is_refused_naming_its_length_and_limit() -> None:
+    with pytest.raises(WireError, match="field 'cal': 58000 characters exceeds the limit of 64"):
+        decode_frame(_payload(cal="2026-12-01" + "x" * 57_990))
+    with pytest.raises(WireError, match="field 'cal': 58000 characters"):
+        encode_frame(dataclasses.replace(FRAME, calibration_date="x" * 58_000))
+
+
+def test_real_calibration_dates_fit_and_a_control_character_does_not() -> None:
+    for date in ("", "2026-12-01", "2026-12-01T10:15:30.123456789+05:30", "d" * 64):
+        frame = dataclasses.replace(FRAME, calibration_date=date)
+        assert decode_frame(encode_frame(frame)).calibration_date == date
+    with pytest.raises(WireError, match="field 'cal': .* contains a control character"):
+        decode_frame(_payload(cal="2026-12-01\nla=0"))
+
+
+def test_a_device_id_with_a_trailing_newline_is_refused_in_frames_topics_and_sensor_config(
+    tmp_path: Path,
+) -> None:
+    # `$` with re.match also matches before a final newline.
+    with pytest.raises(WireError, match=r"field 'dev': 'dev-1\\n' is not a valid device id"):
+        decode_frame(_payload(dev="dev-1\n"))
+    with pytest.raises(WireError, match="not a valid device id"):
+        device_from_topic("barkwatch/v1/frames/dev-1\n")
+    with pytest.raises(WireError, match="field 'dev'"):
+        encode_frame(dataclasses.replace(FRAME, device_id="dev-1\n"))
+    config = tmp_path / "sensor.toml"
+    config.write_text('device_id = "dev-1\\n"\n')
+    with pytest.raises(ConfigError, match="device_id"):
+        load_sensor_config(str(config))
+
+
+def test_the_encoder_refuses_what_the_decoder_refuses() -> None:
+    with pytest.raises(WireError, match="field 'la'"):
+        encode_frame(dataclasses.replace(FRAME, laeq_db=float("nan")))
+    with pytest.raises(WireError, match="field 'mel': contains NaN or infinity"):
+        encode_frame(dataclasses.replace(FRAME, mel_db=np.full((50, 64), 1e6, np.float32)))
+    with pytest.raises(WireError, match="field 'seq'"):
+        encode_frame(dataclasses.replace(FRAME, seq=2**64))
+
+
+def test_a_sensor_config_with_a_calibration_date_no_frame_can_carry_is_refused(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "sensor.toml"
+    config.write_text(f'device_id = "dev-1"\n[calibration]\ndate = "{"x" * 65}"\n')
+    with pytest.raises(ConfigError, match="'calibration.date': 65 characters; .* at most 64"):
+        load_sensor_config(str(config))
+    config.write_text('device_id = "dev-1"\n[calibration]\ndate = "2026-12-01T10:15:30Z"\n')
+    assert load_sensor_config(str(config)).calibration.date == "2026-12-01T10:15:30Z"
