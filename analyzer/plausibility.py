@@ -5,7 +5,8 @@ size. The analyzer trusts no payload beyond that, so before a frame is scored or
 also has to be consistent with itself, with the device's earlier frames and with the clock:
 
 - :func:`frame_problem` (drop and count as ``malformed``): the calibration is one a sensor
-  can be configured with, the band levels lie within the IEC 61260-1 bands the schema names
+  can be configured with, every level is one that calibration can measure (see
+  :func:`level_problem`), the band levels lie within the IEC 61260-1 bands the schema names
   and below the Nyquist frequency, and the short-time series covers the frame's duration.
 - :func:`shape_problem` (drop, ``malformed``): the mel band count and step size equal those
   of the device's first frame (the detector's state is built for them).
@@ -28,11 +29,30 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from sensor.wire import Frame
 
 FULL_SCALE_DB_RANGE = (60.0, 200.0)  # the sensor's calibration.full_scale_db bounds
 LAST_BAND_INDEX = 13  # IEC 61260-1 base-10 band x = 13: 20 kHz, the last the schema names
 NS_PER_S = 1_000_000_000
+# The sensor floors every mean square at 1e-20 of full scale (sensor.levels.MEAN_SQUARE_FLOOR,
+# sensor.features.POWER_FLOOR), so digital silence reads exactly full_scale_db - 200 dB.
+SILENCE_BELOW_FULL_SCALE_DB = 200.0
+# An RMS of full scale (a full-scale square wave) reads full_scale_db; only a weighting's gain
+# lifts a level above it (A: +1.3 dB near 2.5 kHz; full-scale squares and noise measured at
+# most +0.7 dB). 10 dB also covers float recordings a little beyond full scale.
+HEADROOM_ABOVE_FULL_SCALE_DB = 10.0
+LEVEL_ROUNDING_DB = 0.5  # float16 on the wire rounds levels by at most 0.0625 dB
+SCALAR_LEVELS = (
+    ("la", "laeq_db"), ("lc", "lceq_db"), ("lz", "lzeq_db"), ("lafmax", "lafmax_db"),
+    ("lafmin", "lafmin_db"), ("lasmax", "lasmax_db"), ("l10", "laf10_db"),
+    ("l50", "laf50_db"), ("l90", "laf90_db"),
+)
+ARRAY_LEVELS = (
+    ("bands", "bands_db"), ("laeq_s", "laeq_steps_db"), ("laf_s", "laf_steps_db"),
+    ("mel", "mel_db"),
+)
 
 
 def band_centre_hz(index: int) -> float:
@@ -40,11 +60,51 @@ def band_centre_hz(index: int) -> float:
     return 1000.0 * 10.0 ** (index / 10.0)
 
 
+def measurable_range_db(full_scale_db: float) -> tuple[float, float]:
+    """Lowest and highest level (dB) a sensor calibrated to ``full_scale_db`` can report.
+
+    With the calibration bounds of 60..200 dB this is at most -140.5..210 dB: wider than
+    sound in air allows (194 dB SPL, a wave whose troughs reach vacuum at 1 atm), so no
+    real measurement is refused, yet 3e38 dB or a 180 dB reading from a microphone chain
+    that clips at 120 dB is.
+    """
+    return (
+        full_scale_db - SILENCE_BELOW_FULL_SCALE_DB - LEVEL_ROUNDING_DB,
+        full_scale_db + HEADROOM_ABOVE_FULL_SCALE_DB,
+    )
+
+
+def level_problem(frame: Frame) -> str | None:
+    """The first level of ``frame`` (field, value, index) its calibration cannot measure."""
+    low, high = measurable_range_db(frame.full_scale_db)
+    reason = (
+        f"is outside {low:g}..{high:g} dB, what a full scale of {frame.full_scale_db:g} dB "
+        "can measure"
+    )
+    for key, name in SCALAR_LEVELS:
+        value = float(getattr(frame, name))
+        if not low <= value <= high:  # NaN fails too
+            return f"field {key!r}: level {value:g} dB {reason}"
+    for key, name in ARRAY_LEVELS:
+        values = np.asarray(getattr(frame, name), dtype=np.float64).ravel()
+        outside = np.flatnonzero(~((values >= low) & (values <= high)))
+        if outside.size:
+            first = int(outside[0])
+            return (
+                f"field {key!r}: level {values[first]:g} dB at index {first} ({outside.size} "
+                f"of {values.size} values) {reason}"
+            )
+    return None
+
+
 def frame_problem(frame: Frame) -> str | None:
     """What makes ``frame`` impossible for a sensor to have sent, or None."""
     low, high = FULL_SCALE_DB_RANGE
     if not math.isfinite(frame.full_scale_db) or not low <= frame.full_scale_db <= high:
         return f"field 'fs_db': calibration {frame.full_scale_db} dB is outside {low}..{high} dB"
+    levels = level_problem(frame)
+    if levels:
+        return levels
     last_band = frame.band_first_index + len(frame.bands_db) - 1
     if last_band > LAST_BAND_INDEX:
         return (

@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from analyzer.config import AnalyzerConfig, InfluxSettings
 from analyzer.influx import InfluxClient
-from analyzer.plausibility import frame_problem, shape_problem, time_problem
+from analyzer.offline import frames_of_file
+from analyzer.plausibility import (
+    frame_problem,
+    level_problem,
+    measurable_range_db,
+    shape_problem,
+    time_problem,
+)
 from analyzer.services import Services
 from sensor.config import MqttSettings
 from sensor.frames import frames_from_samples
@@ -92,3 +100,73 @@ def test_implausible_times_are_stored_flagged_and_unscored_inconsistent_frames_d
     assert sorted(rows) == [0, 1, 2, 3, 20, 21]
     assert all(rows[seq][0] is False and rows[seq][1] is not None for seq in range(4))
     assert rows[20] == rows[21] == (True, None)
+
+
+# The sensor's own frame of a real recording: a 0.45 s bark padded with digital silence, so
+# its quietest levels are exactly the sensor's floor, full_scale_db - 200 dB.
+BARK_FRAME = frames_of_file(Path(__file__).parent / "data" / "lugaru_bark2.flac", 120.0)[1][0]
+
+
+def test_a_real_bark_and_the_digital_silence_after_it_are_measurable_levels() -> None:
+    assert float(BARK_FRAME.mel_db.min()) == 120.0 - 200.0
+    assert BARK_FRAME.laeq_db > 100.0
+    assert level_problem(BARK_FRAME) is None
+    assert frame_problem(BARK_FRAME) is None
+
+
+def _with_level(field: str, index: int | None, value: float) -> Frame:
+    if index is None:
+        return dataclasses.replace(BARK_FRAME, **{field: value})  # type: ignore[arg-type]
+    array = np.array(getattr(BARK_FRAME, field), dtype=np.float32)
+    array.flat[index] = value
+    return dataclasses.replace(BARK_FRAME, **{field: array})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "index", "value", "named"),
+    [("bands_db", 4, 3e38, "field 'bands': level 3e+38 dB at index 4 (1 of 25 values)"),
+     ("bands_db", 0, float("nan"), "field 'bands': level nan dB at index 0"),
+     ("mel_db", 70, -81.0, "field 'mel': level -81 dB at index 70"),
+     ("laf_steps_db", 2, 130.5, "field 'laf_s': level 130.5 dB at index 2"),
+     ("laeq_db", None, 180.0, "field 'la': level 180 dB"),
+     ("laf90_db", None, -1e30, "field 'l90': level -1e+30 dB"),
+     ("lafmax_db", None, float("inf"), "field 'lafmax': level inf dB")],
+)
+def test_a_level_the_microphones_calibration_cannot_measure_is_named(
+    field: str, index: int | None, value: float, named: str
+) -> None:
+    problem = frame_problem(_with_level(field, index, value)) or ""
+    assert named in problem
+    assert "outside -80.5..130 dB, what a full scale of 120 dB can measure" in problem
+
+
+def test_levels_at_the_edges_of_what_a_calibration_can_measure_pass() -> None:
+    assert measurable_range_db(120.0) == (-80.5, 130.0)
+    assert frame_problem(_with_level("bands_db", 0, 130.0)) is None
+    assert frame_problem(_with_level("mel_db", 0, -80.5)) is None
+    assert frame_problem(_with_level("laeq_db", None, 130.0)) is None
+
+
+def test_a_frame_with_band_levels_of_3e38_db_is_counted_malformed_and_never_stored(
+    services: Services,
+) -> None:
+    frames = _frames(3, time.time_ns() - 10 * 10**9, device="dev-loud")
+    absurd_bands = np.array(frames[1].bands_db, dtype=np.float32)
+    absurd_bands[5] = 3e38
+    payloads = [encode_frame(frames[0]),
+                encode_frame(dataclasses.replace(frames[1], bands_db=absurd_bands)),
+                encode_frame(frames[2])]
+    config = AnalyzerConfig(
+        mqtt=MqttSettings(port=services.broker.port, keepalive_s=5, reconnect_max_s=1),
+        influx=InfluxSettings(url=services.influx.url, retry_max_s=0.5, timeout_s=2.0),
+    )
+    analyzer = publish_through_analyzer(config, frame_topic("dev-loud"), payloads, stored=2)
+    assert analyzer.counters.malformed == 1
+    series = InfluxClient(InfluxSettings(url=services.influx.url)).query(
+        "SELECT * FROM level WHERE device = 'dev-loud'"
+    )[0]
+    rows = [dict(zip(series["columns"], values, strict=True)) for values in series["values"]]
+    assert sorted(row["seq"] for row in rows) == [0, 2]
+    levels = [value for row in rows for key, value in row.items()
+              if key.endswith("_db") and isinstance(value, float)]
+    assert levels and max(levels) < 200.0
