@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from analyzer.site import load_site, site_template
+from sensor.configfile import finite_float
 from sensor.errors import ConfigError
 from sensor.wire import DEVICE_ID_PATTERN
-
-
-def _finite_metres(text: str) -> float:
-    # float() reads "nan" and "inf"; a record written with them would only be refused later.
-    try:
-        value = float(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text} is not a finite number")
-    return value
 
 
 def add_site_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -35,8 +24,8 @@ def add_site_parser(subparsers: argparse._SubParsersAction) -> None:
     create.add_argument("file", help="record to write (TOML)")
     create.add_argument("--device", required=True, help="device id installed at the site")
     create.add_argument("--address", default="", help="street address of the premises")
-    create.add_argument("--sensor-m", type=_finite_metres, default=0.0, help="dog to sensor, m")
-    create.add_argument("--boundary-m", type=_finite_metres, default=0.0, help="dog to boundary, m")
+    create.add_argument("--sensor-m", type=finite_float, default=0.0, help="dog to sensor, m")
+    create.add_argument("--boundary-m", type=finite_float, default=0.0, help="dog to boundary, m")
     create.add_argument("--ground", default="mixed", choices=["hard", "porous", "mixed"])
     create.add_argument("--installed-by", default="", help="officer who installed it")
     create.add_argument("--force", action="store_true", help="overwrite an existing file")

@@ -13,6 +13,7 @@ from types import FrameType
 import numpy as np
 
 from sensor import __version__
+from sensor.configfile import finite_float
 from sensor.errors import SensorError
 
 log = logging.getLogger("barkwatch.sensor")
@@ -73,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--duration",
-        type=float,
+        type=finite_float,
         metavar="S",
         help="stop after S seconds of audio (default: until stopped or the file ends)",
     )
@@ -109,10 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--calibrator", required=True, help="make, model and serial of the calibrator"
     )
     calibrate.add_argument(
-        "--level", type=float, help="calibrator level in dB SPL (default: the configured one)"
+        "--level",
+        type=finite_float,
+        help="calibrator level in dB SPL (default: the configured one)",
     )
     calibrate.add_argument(
-        "--seconds", type=float, default=5.0, help="capture length (default 5 s)"
+        "--seconds", type=finite_float, default=5.0, help="capture length (default 5 s)"
     )
     calibrate.add_argument("--input", metavar="FILE", help="use a recording of the calibrator")
     calibrate.add_argument(

@@ -9,6 +9,7 @@ read when the configuration is loaded.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import sys
@@ -130,6 +131,18 @@ def load(cls: type[T], path: str | Path) -> T:
             f"{sys.get_int_max_str_digits()} digits"
         ) from exc
     return build(cls, data)
+
+
+def finite_float(text: str) -> float:
+    """An ``argparse`` type: a finite number (``float()`` also reads "nan" and "inf", which
+    would pass every later bound as configuration values would)."""
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from exc
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number")
+    return value
 
 
 def describe(cls: type, prefix: str = "") -> list[str]:

@@ -259,3 +259,20 @@ def test_the_demo_says_its_broker_is_anonymous_and_a_deployment_refuses_that(
     start_up = " ".join(printed[: printed.index("[2/4]")].split())
     assert "lets anyone publish without a login" in start_up
     assert "a deployment uses broker_config/, where anonymous clients are refused" in start_up
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["calibrate", "--calibrator", "x", "--input", "tone.wav", "--level", "nan"],
+     ["calibrate", "--calibrator", "x", "--input", "tone.wav", "--seconds", "inf"],
+     ["run", "--input", "tone.wav", "--duration", "nan"]],
+)
+def test_a_sensor_option_that_is_not_finite_is_refused_and_the_config_is_unchanged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    config = _write(tmp_path, SENSOR)
+    with pytest.raises(SystemExit) as exit_info:
+        sensor_cli.main([*argv, "--config", config])
+    assert exit_info.value.code == 2
+    assert f"argument {argv[-2]}: {argv[-1]} is not a finite number" in capsys.readouterr().err
+    assert Path(config).read_text() == SENSOR
