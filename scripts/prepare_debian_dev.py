@@ -14,7 +14,7 @@ count as non-dog audio.
 With ``--train-dir DIR`` the clips of the projects in ``--train-projects`` (by default five
 projects full of other animals, voices, ambiences and vehicles: the hard confusers that the
 field recordings lack) go into ``DIR/manifest.csv`` in the training manifest's format, for
-``make_training_set.py --extra-corpus DIR``, and *only the other projects* go into OUT_DIR:
+``barkwatch-train trainset --extra-corpus DIR``, and *only the other projects* go into OUT_DIR:
 a project is either trained on or checked on, never both.
 """
 

@@ -6,8 +6,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/bootstrap.sh dev
 echo "== ruff"
-.venv/bin/ruff check sensor analyzer tests scripts benchmarks dashboards
+.venv/bin/ruff check sensor analyzer training tests scripts benchmarks dashboards
 echo "== mypy"
-.venv/bin/mypy sensor analyzer dashboards/generate.py
+.venv/bin/mypy sensor analyzer training dashboards/generate.py
 echo "== pytest"
 .venv/bin/pytest "$@"

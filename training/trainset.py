@@ -1,12 +1,10 @@
-"""Turn a folder of audio plus a manifest into classifier training examples.
+"""The training set: classifier examples made from a corpus, written to one ``.npz``.
 
-    python scripts/make_training_set.py CORPUS_DIR OUT.npz [--seed 1] [--jobs 2]
+    barkwatch-train trainset CORPUS_DIR OUT.npz [--seed 1] [--jobs 2]
         [--extra-corpus DIR --extra-copies N]
 
-CORPUS_DIR holds ``manifest.csv`` (columns ``clip_id``, ``binary`` = dog / not_dog, ``group``
-= the original recording, ``file`` relative to the folder; ``label``, ``original_class`` and
-``duration_s`` are used where present) and the audio files (any rate; mono or mixed down).
-A city can run it on its own recordings.
+CORPUS_DIR holds ``manifest.csv`` and the audio (:mod:`training.corpus`). A city can run it on
+its own recordings.
 
 Every example is a *stream*: one source clip, augmented toward deployment conditions (small
 pitch/time change by resampling, distance low-pass for air absorption, synthetic
@@ -39,37 +37,33 @@ validation recording reaches training. The output ``.npz`` holds the mel rows of
 
 from __future__ import annotations
 
-import argparse
 import collections
-import csv
-import hashlib
 import json
 import logging
 import math
 import multiprocessing
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-import soundfile
-import soxr
 from scipy import signal
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from sensor.frames import frames_from_samples
+from sensor.wire import decode_frame, encode_frame
+from training.augment import (
+    augment_source,
+    background_segment,
+    synthetic_negative,
+    tonal_negative,
+)
+from training.corpus import RATE, Clip, is_validation_group, load_audio, read_manifests
 
-from sensor.frames import frames_from_samples  # noqa: E402
-from sensor.wire import decode_frame, encode_frame  # noqa: E402
+log = logging.getLogger(__name__)
 
-log = logging.getLogger("make_training_set")
-
-RATE = 16000
 HOP = 320  # 20 ms at 16 kHz: the sensor's mel hop
 FULL_SCALE_DB = 100.0  # nominal calibration of the uncalibrated corpus
-MAX_SOURCE_S = 10.0
 SNR_RANGE_DB = (-5.0, 20.0)
 LEVEL_RANGE_DBFS = (-50.0, -10.0)  # mixture RMS: about -30 dBFS +- 20 dB
 ACTIVE_BELOW_PEAK_DB = 30.0
@@ -91,72 +85,6 @@ BACKGROUND_LABELS = {
     "traffic", "train", "water", "wind", "bird", "construction", "airplane", "radio_static",
     "street_music", "children_playing", "music",
 }  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Clip:
-    clip_id: str
-    path: str
-    is_dog: bool
-    label: str
-    group: str
-    duration_s: float
-    extra: bool = False  # from an extra corpus (its own number of copies)
-    licence: str = ""
-
-
-def read_manifest(corpus: Path, extra: bool = False) -> list[Clip]:
-    """Clips of the manifest; dog snoring (not a vocalization) is left out."""
-    clips = []
-    with open(corpus / "manifest.csv", newline="") as handle:
-        for row in csv.DictReader(handle):
-            if "snoring" in row.get("original_class", ""):
-                continue
-            clips.append(
-                Clip(
-                    clip_id=row["clip_id"],
-                    path=str(corpus / row["file"]),
-                    is_dog=row["binary"] == "dog",
-                    label=row.get("label", row["binary"]),
-                    group=row["group"],
-                    duration_s=float(row.get("duration_s") or 0.0),
-                    extra=extra,
-                    licence=row.get("licence", ""),
-                )
-            )
-    return clips
-
-
-def read_manifests(corpus: Path, extra_corpora: list[Path] | tuple[Path, ...] = ()) -> list[Clip]:
-    """Clips of the main corpus, then of each extra one; a clip id may appear only once."""
-    clips = read_manifest(corpus)
-    for folder in extra_corpora:
-        clips += read_manifest(folder, extra=True)
-    seen: set[str] = set()
-    for clip in clips:
-        if clip.clip_id in seen:
-            raise ValueError(f"clip id {clip.clip_id!r} appears twice in the corpora")
-        seen.add(clip.clip_id)
-    return clips
-
-
-def unit_hash(key: str) -> float:
-    """A stable number in [0, 1) drawn from a text (the same on every machine and run)."""
-    digest = hashlib.sha256(key.encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
-
-
-def is_validation_group(group: str, seed: int, fraction: float) -> bool:
-    """Seeded, stable assignment of a recording to validation."""
-    return unit_hash(f"{seed}:{group}") < fraction
-
-
-def load_audio(path: str) -> np.ndarray:
-    audio, rate = soundfile.read(path, dtype="float64", always_2d=True)
-    mono = audio.mean(axis=1)
-    if rate != RATE:
-        mono = soxr.resample(mono, rate, RATE)
-    return np.asarray(mono, dtype=np.float64)
 
 
 def _power_db(x: np.ndarray) -> np.ndarray:
@@ -182,144 +110,6 @@ def prominent_steps(src_db: np.ndarray, region: np.ndarray) -> np.ndarray:
 def _highpass(x: np.ndarray) -> np.ndarray:
     sos = signal.butter(2, 150.0, "highpass", fs=RATE, output="sos")
     return np.asarray(signal.sosfilt(sos, x))
-
-
-def _reverb(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
-    rt60 = rng.uniform(0.2, 1.2)
-    n = int(rt60 * RATE)
-    t = np.arange(n) / RATE
-    tail = rng.standard_normal(n) * np.exp(-6.9 * t / rt60)
-    tail[: int(0.002 * RATE)] = 0.0
-    drr_db = rng.uniform(-3.0, 10.0)  # direct-to-reverberant ratio
-    tail *= 10 ** (-drr_db / 20) / math.sqrt(np.sum(tail**2) + 1e-12)
-    ir = np.concatenate([[1.0], tail[1:]])
-    return np.asarray(signal.fftconvolve(x, ir)[: x.size + n // 2])
-
-
-def augment_source(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
-    """Pitch/time (resampling by up to +-6 %), distance low-pass, reverberation."""
-    if x.size > MAX_SOURCE_S * RATE:
-        start = rng.integers(0, x.size - int(MAX_SOURCE_S * RATE))
-        x = x[start : start + int(MAX_SOURCE_S * RATE)]
-    if rng.random() < 0.6:
-        x = np.asarray(soxr.resample(x, RATE, RATE * rng.uniform(0.94, 1.06)))
-    if rng.random() < 0.5:
-        # Air absorption over tens of metres takes the top octaves first (ISO 9613-1).
-        sos = signal.butter(2, rng.uniform(2000.0, 7000.0), fs=RATE, output="sos")
-        x = np.asarray(signal.sosfilt(sos, x))
-    if rng.random() < 0.4:
-        x = _reverb(rng, x)
-    if rng.random() < 0.6:
-        x = random_colouring(rng, x)
-    return x
-
-
-def random_colouring(rng: np.random.Generator, x: np.ndarray) -> np.ndarray:
-    """A microphone's or a wall's colouring: a spectral tilt and one resonance or dip, +-6 dB."""
-    tilt = rng.uniform(-0.6, 0.6)  # first-order tilt: +-6 dB or so between 300 Hz and 5 kHz
-    y = signal.lfilter([1.0, -tilt], [1.0], x) / (1.0 + abs(tilt))
-    b, a = signal.iirpeak(rng.uniform(300.0, 5000.0), rng.uniform(1.0, 4.0), fs=RATE)
-    y = y + rng.uniform(-0.5, 1.0) * signal.lfilter(b, a, y)
-    return np.asarray(y)
-
-
-def background_segment(rng: np.random.Generator, pool: list[np.ndarray], n: int) -> np.ndarray:
-    """``n`` samples of one or two real background recordings, looped if short."""
-    out = np.zeros(n)
-    for k in range(1 if rng.random() < 0.7 else 2):
-        bg = pool[rng.integers(len(pool))]
-        start = rng.integers(0, max(1, bg.size - n))
-        piece = np.resize(np.roll(bg, -start), n)
-        out += piece * (1.0 if k == 0 else 10 ** (rng.uniform(-15.0, 0.0) / 20))
-    return out
-
-
-def _synthetic_tone(rng: np.random.Generator, kind: int, t: np.ndarray) -> np.ndarray:
-    """A steady tone (kind 0), beeps (1) or a siren-like sweep (2) at the sample times ``t``."""
-    if kind == 0:
-        return np.sin(2 * np.pi * rng.uniform(150.0, 5000.0) * t)
-    if kind == 1:
-        x = np.sin(2 * np.pi * rng.uniform(400.0, 4000.0) * t)
-        period, on = rng.uniform(0.15, 1.0), rng.uniform(0.2, 0.7)
-        return x * ((t % period) < on * period).astype(float)
-    f0, depth, rate = rng.uniform(500, 1500), rng.uniform(200, 800), rng.uniform(0.2, 4.0)
-    return np.sin(2 * np.pi * np.cumsum(f0 + depth * np.sin(2 * np.pi * rate * t)) / RATE)
-
-
-def synthetic_negative(rng: np.random.Generator) -> np.ndarray:
-    """A tone, beeps, a siren-like sweep, a noise burst or (near) silence: not a dog."""
-    n = int(rng.uniform(1.0, 6.0) * RATE)
-    t = np.arange(n) / RATE
-    kind = rng.integers(5)
-    if kind <= 2:
-        x = _synthetic_tone(rng, int(kind), t)
-    elif kind == 3:
-        x = rng.standard_normal(n)
-        if rng.random() < 0.5:
-            sos = signal.butter(2, rng.uniform(300, 3000), fs=RATE, output="sos")
-            x = signal.sosfilt(sos, x)
-        x *= (rng.random(n // 1600 + 1) < 0.5).repeat(1600)[:n]
-    else:
-        x = rng.standard_normal(n) * 1e-3
-    return np.asarray(x, dtype=np.float64)
-
-
-def chirp_train(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Bird-like song: short fast sweeps of 1.5-7.5 kHz, some trilled, some with a harmonic."""
-    x = np.zeros(n)
-    start = int(rng.uniform(0.0, 0.3) * RATE)
-    while start < n:
-        m = int(rng.uniform(0.02, 0.25) * RATE)
-        t = np.arange(m) / RATE
-        f_start = rng.uniform(1500.0, 7500.0)
-        f_end = np.clip(f_start * 2 ** rng.uniform(-1.5, 1.5), 1500.0, 7500.0)
-        freq = f_start + (f_end - f_start) * t / t[-1]
-        if rng.random() < 0.4:  # a trill
-            freq *= 1 + rng.uniform(0.03, 0.15) * np.sin(2 * np.pi * rng.uniform(20, 60) * t)
-        phase = 2 * np.pi * np.cumsum(freq) / RATE
-        chirp = np.sin(phase)
-        if rng.random() < 0.5 and freq.max() < 3900.0:
-            chirp += rng.uniform(0.1, 0.5) * np.sin(2 * phase)
-        chirp *= np.hanning(m) * rng.uniform(0.3, 1.0)
-        end = min(n, start + m)
-        x[start:end] += chirp[: end - start]
-        start = end + int(rng.exponential(rng.uniform(0.03, 0.4)) * RATE)
-    return x
-
-
-def harmonic_beeps(rng: np.random.Generator, t: np.ndarray) -> np.ndarray:
-    """An alarm or a reversing beeper: a 1-3 kHz square-ish tone, one or two pitches, pulsed."""
-    base, swap = rng.uniform(1000.0, 3000.0), rng.uniform(0.2, 1.5)  # two pitches: swap period
-    low = rng.uniform(0.7, 0.9) if rng.random() < 0.5 else 1.0
-    f0 = base * np.where(t % swap < swap / 2, 1.0, low)
-    phase = 2 * np.pi * np.cumsum(f0) / RATE
-    x = np.zeros(t.size)
-    for k in (1, 3, 5, 7):  # odd harmonics under the 8 kHz Nyquist frequency
-        x += np.sin(k * phase) / k * (k * f0 < 7800.0)
-    if rng.random() < 0.7:
-        period, on = rng.uniform(0.15, 1.5), rng.uniform(0.2, 0.8)
-        x *= (t % period) < on * period
-    return x
-
-
-def tonal_negative(rng: np.random.Generator) -> np.ndarray:
-    """A narrow-band sound that is not a dog: bird-like chirps, alarm beeps, a whistle's glide,
-    or one of the synthetic negatives' tones, beeps or sweeps (``--tonal-negatives``)."""
-    n = int(rng.uniform(1.0, 6.0) * RATE)
-    t = np.arange(n) / RATE
-    kind = rng.integers(4)
-    if kind == 0:
-        x = chirp_train(rng, n)
-    elif kind == 1:
-        x = harmonic_beeps(rng, t)
-    elif kind == 2:  # whistling: a pure tone gliding slowly between 1.5 and 4 kHz
-        contour = np.cumsum(rng.standard_normal(n // 1600 + 2)) * rng.uniform(50.0, 300.0)
-        freq = np.clip(rng.uniform(1500.0, 4000.0) + np.interp(
-            np.arange(n), np.arange(contour.size) * 1600, contour), 1500.0, 4000.0)  # fmt: skip
-        x = np.sin(2 * np.pi * np.cumsum(freq) / RATE)
-    else:
-        x = _synthetic_tone(rng, int(rng.integers(3)), t)
-    return np.asarray(x, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -506,45 +296,10 @@ def build(
              time.monotonic() - started)  # fmt: skip
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("corpus", type=Path, help="folder with manifest.csv and the audio")
-    parser.add_argument("out", type=Path, help="output .npz")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--val-fraction", type=float, default=0.2)
-    parser.add_argument("--dog-copies", type=int, default=8, help="augmented copies per dog clip")
-    parser.add_argument("--other-copies", type=int, default=5, help="copies per other clip")
-    parser.add_argument("--rare-copy-factor", type=int, default=RARE_COPY_FACTOR,
-                        help="rare labels get up to this many times the copies (1: off)")
-    parser.add_argument("--no-lead-in-fraction", type=float, default=NO_LEAD_IN_FRACTION,
-                        help="fraction of clip streams that start with the clip itself")
-    parser.add_argument("--extra-negatives", type=int, default=1000,
-                        help="background-only and synthetic streams")  # fmt: skip
-    parser.add_argument("--tonal-negatives", type=int, default=0, metavar="N",
-                        help="N more training streams of narrow-band sounds: bird-like chirps, "
-                        "alarm beeps, whistles, tones (validation keeps only real clips and the "
-                        "synthetic negatives)")  # fmt: skip
-    parser.add_argument("--extra-corpus", type=Path, action="append", default=[], metavar="DIR",
-                        help="another folder with manifest.csv and audio (repeatable)")
-    parser.add_argument("--extra-copies", type=int, metavar="N",
-                        help="augmented copies per clip of the extra corpora (default: as the "
-                        "main corpus's dog or other copies)")  # fmt: skip
-    args = parser.parse_args(argv)
-    if args.tonal_negatives < 0:
-        parser.error(f"--tonal-negatives must be 0 or more, not {args.tonal_negatives}")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("sensor.frames").setLevel(logging.ERROR)  # 16 kHz corpus: known
-    for folder in (args.corpus, *args.extra_corpus):
-        if not (folder / "manifest.csv").is_file():
-            parser.error(f"{folder}/manifest.csv not found")
-    build(args.corpus, args.out, seed=args.seed, jobs=args.jobs, val_fraction=args.val_fraction,
-          dog_copies=args.dog_copies, other_copies=args.other_copies,
-          extra_negatives=args.extra_negatives, rare_copy_factor=args.rare_copy_factor,
-          no_lead_in_fraction=args.no_lead_in_fraction, extra_corpora=args.extra_corpus,
-          extra_copies=args.extra_copies, tonal_negatives=args.tonal_negatives)  # fmt: skip
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def load_trainset(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]],
+                                       dict[str, Any]]:  # fmt: skip
+    """The arrays and metadata :func:`build` wrote: mel rows, labels, stream offsets, per-stream
+    metadata and the set's configuration."""
+    with np.load(path, allow_pickle=False) as data:
+        return (data["mel"], data["labels"], data["offsets"], json.loads(str(data["meta_json"])),
+                json.loads(str(data["config_json"])))  # fmt: skip

@@ -1,0 +1,1 @@
+"""Training the dog-vocalization classifier: corpus, training set, network, fitting, validation."""

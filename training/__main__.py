@@ -1,0 +1,7 @@
+"""``python -m training``: the same as ``barkwatch-train``."""
+
+import sys
+
+from training.cli import main
+
+sys.exit(main())
