@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import signal
 import sys
 import threading
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from analyzer import __version__
 from analyzer.errors import AnalyzerError
 from sensor.errors import SensorError
+
+if TYPE_CHECKING:
+    from analyzer.offline import FileAnalysis
 
 log = logging.getLogger("barkwatch")
 
@@ -116,36 +119,63 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _analyze(args: argparse.Namespace) -> int:
     from analyzer.config import AnalyzerConfig, load_analyzer_config
-    from analyzer.offline import analyze_file
+    from analyzer.offline import analyze
     from analyzer.site import load_site
 
     config = load_analyzer_config(args.config) if args.config else AnalyzerConfig()
     site = load_site(args.site) if args.site else None
-    failures = 0
+    failed: list[str] = []
     for path in args.files:
+        # One file's trouble never stops the others; the exit status reports it at the end.
         try:
-            document = analyze_file(
+            analysis = analyze(
                 path, args.full_scale_db, args.include_frames, config.detector, site,
                 config.audibility, config.rules,
             )
-        except SensorError as exc:
-            print(f"barkwatch: error: {exc}", file=sys.stderr)
-            failures += 1
+            try:
+                _print_analysis(analysis, path, args.format)
+            finally:
+                analysis.close()
+        except (SensorError, AnalyzerError) as exc:
+            named = str(exc) if path in str(exc) else f"{path}: {exc}"
+            print(f"barkwatch: error: {named}", file=sys.stderr)
+            failed.append(path)
             continue
-        if args.format == "json":
-            print(json.dumps(document), flush=True)
-        else:
-            print(
-                f"{path}: {document['duration_s']:.1f} s, {len(document['events'])} dog "
-                f"event(s), max dog score {document['max_dog_score']:.2f}"
-            )
-            for event in document["events"]:
-                print(
-                    f"  {event['onset_s']:8.2f}-{event['offset_s']:8.2f} s  {event['label']}"
-                    f"  conf {event['confidence']:.2f}  LAeq {event['laeq_db']:.1f} dB"
-                    f"  LAFmax {event['lafmax_db']:.1f} dB"
-                )
-    return 1 if failures else 0
+        except Exception:  # a defect: say so with its traceback, and go on
+            log.exception("%s: analysis failed unexpectedly", path)
+            failed.append(path)
+            continue
+        if analysis.failed:
+            print(f"barkwatch: error: {analysis.document['failure']['reason']}", file=sys.stderr)
+            failed.append(path)
+    if failed:
+        print(f"barkwatch: {len(failed)} of {len(args.files)} file(s) failed: "
+              + ", ".join(failed), file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _print_analysis(analysis: FileAnalysis, path: str, output_format: str) -> None:
+    if output_format == "json":
+        analysis.write_json(sys.stdout)
+        sys.stdout.flush()
+        return
+    document = analysis.document
+    print(
+        f"{path}: {document['duration_s']:.1f} s, {len(document['events'])} dog "
+        f"event(s), max dog score {document['max_dog_score']:.2f}"
+    )
+    for warning in document.get("warnings", []):
+        print(f"  warning: {warning}")
+    for event in document["events"]:
+        print(
+            f"  {event['onset_s']:8.2f}-{event['offset_s']:8.2f} s  {event['label']}"
+            f"  conf {event['confidence']:.2f}  LAeq {event['laeq_db']:.1f} dB"
+            f"  LAFmax {event['lafmax_db']:.1f} dB"
+        )
+    if "failure" in document:
+        print(f"  FAILED at {document['failure']['time_s']:.3f} s (sample "
+              f"{document['failure']['sample_index']}); the lines above cover the audio "
+              "before it")
 
 
 def _analyzer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -175,7 +205,11 @@ def _analyzer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     analyzer.start()
-    stop.wait()
+    while not stop.wait(1.0):
+        if analyzer.failure is not None:  # exit so that systemd restarts it, no zombie
+            log.error("analyzer worker stopped (%s); exiting", analyzer.failure)
+            analyzer.stop()
+            return 1
     analyzer.stop()
     return 0
 

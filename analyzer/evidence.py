@@ -73,6 +73,32 @@ def _canonical_value(value: Any, where: str) -> Any:
     raise EvidenceError(f"{where} has type {type(value).__name__}: not canonicalisable")
 
 
+def _non_finite_path(value: Any, where: str) -> str | None:
+    """Where in JSON-like ``value`` the first NaN or infinity is, or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{where} is {value}"
+    if isinstance(value, Mapping):
+        items: Iterable[tuple[Any, Any]] = ((f"{where}.{k}", v) for k, v in value.items())
+    elif isinstance(value, list | tuple):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    return next((p for w, v in items if (p := _non_finite_path(v, w)) is not None), None)
+
+
+def finite_json(value: Any, where: str = "value", **dumps_options: Any) -> str:
+    """``json.dumps`` that never writes NaN or Infinity: they are not JSON and readers refuse
+    them. A value that may legitimately be missing is written as null (None) by its producer;
+    a non-finite number raises EvidenceError naming where it is (``where`` names the whole)."""
+    try:
+        return json.dumps(value, allow_nan=False, **dumps_options)
+    except ValueError as exc:
+        path = _non_finite_path(value, where)
+        if path is None:
+            raise
+        raise EvidenceError(f"{path}: JSON has no NaN or infinity") from exc
+
+
 def canonical_json(value: Any) -> str:
     """The canonical serialisation (module docstring) of JSON-like ``value``."""
     return json.dumps(_canonical_value(value, "value"), sort_keys=True, separators=(",", ":"),
@@ -270,8 +296,9 @@ def window_point(window: EvidenceWindow) -> Point:
              .field("site", f["site"]).field("status", f["status"])
              .field("reading", f["reading"]).field("software_version", f["software_version"])
              .field("model_versions", ",".join(f["model_versions"]))
-             .field("parameters", json.dumps(f["parameters"], sort_keys=True))
-             .field("sensitivity", json.dumps(f["sensitivity"], sort_keys=True))
+             .field("parameters", finite_json(f["parameters"], "parameters", sort_keys=True))
+             .field("sensitivity", finite_json(f["sensitivity"], "sensitivity",
+                                               sort_keys=True))
              .field("end_ns", int(f["end_ns"])).field("close_ns", int(f["close_ns"]))
              .field("events_counted", int(f["events_counted"]))
              .field("audible_events", int(f["audible_events"]))

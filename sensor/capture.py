@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import queue
+import struct
 import tempfile
 import threading
 import time
@@ -34,6 +35,15 @@ class AudioBlock:
 
     samples: np.ndarray | None = None
     lost_samples: int = 0
+
+
+class AudioSampleError(AudioInputError):
+    """A file's audio cannot be used from ``sample_index`` on (counted in the file's own
+    samples, from 0): a sample that is not a finite number, or data that will not decode."""
+
+    def __init__(self, message: str, sample_index: int) -> None:
+        super().__init__(message)
+        self.sample_index = sample_index
 
 
 @dataclass
@@ -93,6 +103,61 @@ def decode_with_ffmpeg(path: Path, out: Path) -> None:
         raise AudioInputError(f"the decoded copy {out} could not be written: {exc}") from exc
 
 
+def declared_frames(path: Path) -> int | None:
+    """The sample frames a WAV (RIFF or RF64) or AIFF header declares, or None: another
+    format, or a size left open (0 or 0xFFFFFFFF, as a recorder writes before it finishes).
+
+    libsndfile quietly reads what follows, so this is how a truncated file is noticed.
+    """
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(12)
+            if head[:4] in (b"RIFF", b"RF64") and head[8:12] == b"WAVE":
+                return _riff_declared_frames(handle, rf64=head[:4] == b"RF64")
+            if head[:4] == b"FORM" and head[8:12] in (b"AIFF", b"AIFC"):
+                return _aiff_declared_frames(handle)
+    except OSError:
+        return None
+    return None
+
+
+def _chunks(handle: Any, endian: str) -> Iterator[tuple[bytes, int]]:
+    """(id, size) of each chunk from the handle's position; the handle is left at its data."""
+    for _ in range(1000):  # a bound: a crafted file cannot make this loop long
+        header = handle.read(8)
+        if len(header) < 8:
+            return
+        chunk_id, size = header[:4], struct.unpack(endian + "I", header[4:])[0]
+        start = handle.tell()
+        yield chunk_id, size
+        handle.seek(start + size + (size & 1))  # chunks are padded to an even size
+
+
+def _riff_declared_frames(handle: Any, rf64: bool) -> int | None:
+    block_align = 0
+    ds64_data = 0
+    for chunk_id, size in _chunks(handle, "<"):
+        body = handle.read(min(size, 64))
+        if chunk_id == b"ds64" and len(body) >= 16:
+            ds64_data = struct.unpack("<Q", body[8:16])[0]
+        elif chunk_id == b"fmt " and len(body) >= 14:
+            block_align = struct.unpack("<H", body[12:14])[0]
+        elif chunk_id == b"data":
+            data = ds64_data if rf64 and size == 0xFFFFFFFF else size
+            if block_align == 0 or data in (0, 0xFFFFFFFF):
+                return None
+            return int(data // block_align)
+    return None
+
+
+def _aiff_declared_frames(handle: Any) -> int | None:
+    for chunk_id, size in _chunks(handle, ">"):
+        if chunk_id == b"COMM":
+            body = handle.read(min(size, 18))
+            return int(struct.unpack(">I", body[2:6])[0]) if len(body) >= 6 else None
+    return None
+
+
 class FileSource:
     """Reads a sound file in blocks, mixed to mono, as fast as possible or paced.
 
@@ -101,6 +166,11 @@ class FileSource:
     Files at an unsupported rate are resampled (soxr, streaming) to :func:`supported_rate_for`.
     Files libsndfile cannot read (AAC in .m4a …) are first decoded by FFmpeg into a temporary
     file (:func:`decode_with_ffmpeg`).
+
+    A sample that is not a finite number (NaN, infinity: float files can hold them) or data
+    that stops decoding raises :class:`AudioSampleError` with the sample's index; the blocks
+    before it have been delivered. ``warnings`` lists what was noticed but read anyway (a
+    truncated file), each also logged.
     """
 
     def __init__(
@@ -145,6 +215,37 @@ class FileSource:
         self.duration_s = self.file_frames / info.samplerate
         self.block_frames = max(1, round(block_s * self.file_rate))
         self.counters = CaptureCounters()
+        self.warnings: list[str] = []
+        declared = declared_frames(self._read_path) if self._read_path == self.path else None
+        if declared is not None and declared > info.frames:
+            self._warn(
+                f"audio file {self.path} is truncated: its header says "
+                f"{declared / info.samplerate:.3f} s ({declared} samples), only "
+                f"{info.frames / info.samplerate:.3f} s ({info.frames} samples) follow; "
+                "reading what is there"
+            )
+
+    def _warn(self, message: str) -> None:
+        log.warning("%s", message)
+        self.warnings.append(message)
+
+    def _refuse_non_finite(self, data: np.ndarray, first_index: int) -> None:
+        """Raise AudioSampleError at the first sample (of the channels used) that is NaN or
+        infinite: it would turn every level and score it touches into NaN."""
+        used = data if self.channel is None else data[:, [self.channel]]
+        finite = np.isfinite(used)
+        if finite.all():
+            return
+        row, column = (int(i[0]) for i in np.nonzero(~finite))
+        index = first_index + row
+        where = f"{index / self.file_rate:.3f} s"
+        if data.shape[1] > 1:
+            where += f", channel {column if self.channel is None else self.channel}"
+        raise AudioSampleError(
+            f"audio file {self.path}: sample {index} ({where}) is {used[row, column]}, "
+            "not a finite number",
+            index,
+        )
 
     def _decode_to_scratch(self, refused: Exception) -> Any:
         """The file is no format libsndfile reads: decode it with FFmpeg into a temporary
@@ -181,7 +282,15 @@ class FileSource:
             with soundfile.SoundFile(str(self._read_path)) as handle:
                 while True:
                     want = min(self.block_frames, self.file_frames - delivered)
-                    data = handle.read(want, dtype="float64", always_2d=True)
+                    try:
+                        data = handle.read(want, dtype="float64", always_2d=True)
+                    except (RuntimeError, soundfile.LibsndfileError) as exc:
+                        raise AudioSampleError(
+                            f"audio file {self.path} cannot be decoded after sample {delivered}"
+                            f" ({delivered / self.file_rate:.3f} s): {exc}",
+                            delivered,
+                        ) from exc
+                    self._refuse_non_finite(data, delivered)
                     last = data.shape[0] < self.block_frames or delivered + want >= self.file_frames
                     mono = data[:, self.channel] if self.channel is not None else data.mean(axis=1)
                     if resampler is not None:
