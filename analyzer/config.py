@@ -23,8 +23,20 @@ class InfluxSettings:
         "BARKWATCH_INFLUX_PASSWORD", "environment variable holding the password (or a 2.x token)"
     )
     batch_points: int = setting(5000, "points per write request at most", 1, 100000)
+    batch_bytes: int = setting(
+        5_000_000, "line-protocol bytes per write request at most (InfluxDB refuses bodies over "
+        "its max-body-size, 25 MB by default)", 10_000, 20_000_000,
+    )
     timeout_s: float = setting(10.0, "HTTP timeout per request, s", 0.5, 300.0)
     retry_max_s: float = setting(30.0, "cap of the exponential retry backoff, s", 0.1, 600.0)
+    refused_points_file: str = setting(
+        "", "file that points InfluxDB refuses are appended to, in full, for inspection; "
+        "empty: only logged (first 1,000 characters)"
+    )
+    refused_points_max_bytes: int = setting(
+        100_000_000, "refused_points_file stops growing at this size (later refused points "
+        "are only logged and counted)", 0, 10_000_000_000,
+    )
 
     def password(self) -> str | None:
         """The password from the environment, or None."""
@@ -69,6 +81,14 @@ class AnalyzerConfig:
     )
     stats_interval_s: float = setting(10.0, "seconds between analyzer_stats points", 1.0, 3600.0)
     reorder_window_frames: int = setting(120, "frames held to restore capture order", 1, 3600)
+    reorder_wait_s: float = setting(
+        30.0, "a missing frame is given up (counted lost) once a later one has waited this "
+        "long, s", 0.1, 3600.0,
+    )
+    forget_device_after_s: float = setting(
+        3600.0, "a device silent this long (analyzer's clock) has its analysis state freed; "
+        "it is primed from InfluxDB again when it returns, s", 10.0, 604800.0,
+    )
     max_frame_age_s: float = setting(
         604800.0, "older capture times are implausible: stored flagged, not scored, s",
         60.0, 315360000.0,

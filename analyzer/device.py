@@ -23,6 +23,7 @@ from influxdb_client import Point
 from analyzer.audibility import AudibilityAssessor
 from analyzer.config import AnalyzerConfig
 from analyzer.errors import InfluxUnavailable
+from analyzer.events import DogEvent
 from analyzer.evidence import (
     EvidenceChain,
     progress_payload,
@@ -90,6 +91,22 @@ class DeviceAnalysis:
             log.info("%s: rules primed with %d stored event(s), %d s of coverage",
                      self.device_id, len(events), len(coverage))
 
+    def finish(self) -> DeviceOutput:
+        """The device went quiet (the analyzer frees its state): score the held-back steps and
+        store the events still open. The rules are not closed: they are primed from InfluxDB
+        again if the device returns, exactly as after a restart."""
+        result = self.pipeline.finish()
+        out = DeviceOutput(max_dog_score=result.max_dog_score)
+        self._record_events(result.events, out)
+        return out
+
+    def _record_events(self, events: list[DogEvent], out: DeviceOutput) -> None:
+        for event in events:
+            audibility = self.assessor.assess(event) if self.assessor is not None else None
+            self.engine.add_event(rule_event(event, audibility))
+            out.points.append(event_point(event, audibility))
+            out.events += 1
+
     def feed(self, frame: Frame) -> DeviceOutput:
         """Process one frame in capture order."""
         result = self.pipeline.feed(frame)
@@ -97,11 +114,7 @@ class DeviceAnalysis:
         if self.assessor is not None:
             self.assessor.observe(frame, result.max_dog_score)
         self.engine.observe_coverage(frame.capture_ns, frame.end_ns)
-        for event in result.events:
-            audibility = self.assessor.assess(event) if self.assessor is not None else None
-            self.engine.add_event(rule_event(event, audibility))
-            out.points.append(event_point(event, audibility))
-            out.events += 1
+        self._record_events(result.events, out)
         for finding in self.engine.advance(frame.end_ns):
             if finding.status == "completed":
                 out.points.append(window_point(self.chain.seal(finding)))

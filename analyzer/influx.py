@@ -16,6 +16,7 @@ one raises instead of vanishing. Schema (README, "InfluxDB schema"):
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import logging
 import math
@@ -272,40 +273,130 @@ class InfluxClient:
         name = self.settings.database.replace('"', '\\"')
         self.query(f'CREATE DATABASE "{name}"', database="")
 
+    def ping(self) -> bool:
+        """Whether InfluxDB answers at all (GET /ping)."""
+        try:
+            self._request("/ping", {}, None)
+            return True
+        except AnalyzerError:
+            return False
+
+    def chunks(self, lines: Sequence[str]) -> list[tuple[int, int]]:
+        """``[start, end)`` index ranges of ``lines`` that fit one write request: at most
+        ``batch_points`` lines and ``batch_bytes`` bytes (a longer line goes alone)."""
+        ranges: list[tuple[int, int]] = []
+        start, size = 0, 0
+        for i, line in enumerate(lines):
+            length = len(line.encode()) + 1
+            if i > start and (
+                i - start >= self.settings.batch_points or size + length > self.settings.batch_bytes
+            ):
+                ranges.append((start, i))
+                start, size = i, 0
+            size += length
+        if start < len(lines):
+            ranges.append((start, len(lines)))
+        return ranges
+
+    def write_request(self, lines: Sequence[str]) -> None:
+        """POST ``lines`` (ns precision) in one request, creating the database if missing."""
+        body = "\n".join(lines).encode()
+        params = {"db": self.settings.database, "precision": "ns"}
+        try:
+            self._request("/write", params, body)
+        except InfluxUnavailable as exc:
+            if "database not found" not in str(exc):
+                raise
+            self.create_database()
+            self._request("/write", params, body)
+
     def write_lines(self, lines: Sequence[str]) -> None:
-        """POST line protocol (ns precision) in batches of ``batch_points``."""
-        size = self.settings.batch_points
-        for start in range(0, len(lines), size):
-            body = "\n".join(lines[start : start + size]).encode()
-            params = {"db": self.settings.database, "precision": "ns"}
-            try:
-                self._request("/write", params, body)
-            except InfluxUnavailable as exc:
-                if "database not found" in str(exc):
-                    self.create_database()
-                    self._request("/write", params, body)
-                else:
-                    raise
+        """POST line protocol (ns precision) in requests of at most ``batch_points`` lines and
+        ``batch_bytes`` bytes."""
+        for start, end in self.chunks(lines):
+            self.write_request(lines[start:end])
+
+
+class BodyRefused(InfluxRejected):
+    """InfluxDB answers, yet dropped the connection on this request: its body is too large."""
+
+
+def _write_once(client: InfluxClient, lines: Sequence[str]) -> None:
+    try:
+        client.write_request(lines)
+    except InfluxUnavailable as exc:
+        # InfluxDB 1.x resets the connection (no 413 arrives) while a body over its
+        # max-body-size is still being sent. If it answers a ping, the body was the problem.
+        if len(lines) > 1 and "unreachable" in str(exc) and client.ping():
+            raise BodyRefused(f"InfluxDB dropped a write of {len(lines)} points ({exc})") from exc
+        raise
 
 
 def write_with_retry(
     client: InfluxClient, lines: Sequence[str], stop: threading.Event, on_retry: Any = None
-) -> bool:
+) -> list[tuple[int, str]] | None:
     """Write until stored, retrying with capped exponential backoff while InfluxDB is away.
 
-    Returns True when stored, False when ``stop`` was set first (nothing is dropped: the
-    caller keeps the lines and their MQTT messages unacknowledged). Data InfluxDB refuses
-    (HTTP 4xx) raises :class:`InfluxRejected` at once: retrying cannot help.
+    Returns the lines InfluxDB refused, as (index in ``lines``, InfluxDB's reason); empty
+    when everything was stored. A request InfluxDB refuses (HTTP 4xx: a malformed point, a
+    field type conflict, a body too large) is split in halves and each half written again,
+    down to single lines: one bad point costs about log2(n) requests and never blocks the
+    others (InfluxDB 1.x may have stored the valid points of a refused request already;
+    writing them again is harmless, same series and time). Returns None when ``stop`` was
+    set first: the caller keeps every line and its MQTT messages unacknowledged.
     """
+    refused: list[tuple[int, str]] = []
+    todo = collections.deque(client.chunks(lines))
     delay = 0.1
-    while True:
+    while todo:
+        start, end = todo[0]
         try:
-            client.write_lines(lines)
-            return True
+            _write_once(client, lines[start:end])
+        except InfluxRejected as exc:
+            todo.popleft()
+            if end - start == 1:
+                refused.append((start, str(exc)))
+            else:
+                middle = (start + end) // 2
+                todo.extendleft([(middle, end), (start, middle)])
+            continue
         except InfluxUnavailable as exc:
             if on_retry is not None:
                 on_retry()
             log.warning("%s; retrying in %.1f s", exc, delay)
             if stop.wait(delay):
-                return False
+                return None
             delay = min(delay * 2.0, client.settings.retry_max_s)
+            continue
+        todo.popleft()
+        delay = 0.1
+    return refused
+
+
+class RefusedPoints:
+    """Where points InfluxDB refused are set aside: logged (the first ``LOG_CHARS``
+    characters) and, when ``path`` is set, appended in full to that file after a comment line
+    with the time and InfluxDB's reason, until the file holds ``max_bytes``."""
+
+    LOG_CHARS = 1000
+
+    def __init__(self, path: str, max_bytes: int) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+
+    def set_aside(self, line: str, reason: str, time_ns: int) -> None:
+        """Keep one refused line for inspection."""
+        kept = ""
+        if self.path:
+            record = f"# {time_ns} {reason.replace(chr(10), ' ')}\n{line}\n".encode()
+            try:
+                with open(self.path, "ab") as file:
+                    if file.tell() + len(record) <= self.max_bytes:
+                        file.write(record)
+                        kept = f"; kept in {self.path}"
+                    else:
+                        kept = f"; {self.path} is full ({self.max_bytes} bytes), not kept"
+            except OSError as exc:
+                kept = f"; could not keep it in {self.path}: {exc}"
+        shown = line if len(line) <= self.LOG_CHARS else f"{line[: self.LOG_CHARS]}..."
+        log.error("InfluxDB refused a point (%s)%s: %s", reason, kept, shown)
