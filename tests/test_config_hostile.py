@@ -6,22 +6,26 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from pathlib import Path
 
 import pytest
 import soundfile
 
 from analyzer import cli as analyzer_cli
-from analyzer.config import load_analyzer_config
+from analyzer.config import AnalyzerConfig, InfluxSettings, load_analyzer_config
 from analyzer.demo import run_demo
 from analyzer.errors import ProvisioningError
 from analyzer.passwords import read_password_file
+from analyzer.services import Services
 from analyzer.site import load_site, site_template
 from sensor import cli as sensor_cli
 from sensor.config import MqttSettings, load_sensor_config
 from sensor.errors import ConfigError
+from sensor.frames import frames_from_samples
 from sensor.publisher import make_client
-from tests.conftest import sine
+from sensor.wire import encode_frame, frame_topic
+from tests.conftest import publish_through_analyzer, sine
 
 SENSOR = 'device_id = "yard-7"\n'
 SITE = site_template("yard-7", source_to_sensor_m=8.0, source_to_boundary_m=12.0)
@@ -276,3 +280,23 @@ def test_a_sensor_option_that_is_not_finite_is_refused_and_the_config_is_unchang
     assert exit_info.value.code == 2
     assert f"argument {argv[-2]}: {argv[-1]} is not a finite number" in capsys.readouterr().err
     assert Path(config).read_text() == SENSOR
+
+
+def test_an_installation_record_that_is_not_utf8_leaves_the_live_analyzer_storing(
+    services: Services, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    (sites / "dev-s.toml").write_bytes(SITE.replace("yard-7", "dev-s").encode() + b"# \xff\n")
+    start_ns = time.time_ns() - 10 * 10**9
+    frames = frames_from_samples(sine(1000.0, 0.1, 3.0, 48000), 48000, 100.0,
+                                 device_id="dev-s", start_ns=start_ns)
+    config = AnalyzerConfig(
+        mqtt=MqttSettings(port=services.broker.port, keepalive_s=5, reconnect_max_s=1),
+        influx=InfluxSettings(url=services.influx.url, retry_max_s=0.5, timeout_s=2.0),
+        sites_dir=str(sites),
+    )
+    publish_through_analyzer(config, frame_topic("dev-s"), [encode_frame(f) for f in frames],
+                             stored=3)
+    assert f"installation record {sites / 'dev-s.toml'} is unusable" in caplog.text
+    assert "is not UTF-8 text (TOML must be): byte 0xff" in caplog.text
