@@ -126,10 +126,11 @@ def load(cls: type[T], path: str | Path) -> T:
             f"config file {path} is not usable TOML: arrays or tables nested too deeply"
         ) from exc
     except ValueError as exc:  # int() refuses integers longer than the interpreter's limit
-        raise ConfigError(
-            f"config file {path} is not usable TOML: it holds an integer of more than "
-            f"{sys.get_int_max_str_digits()} digits"
-        ) from exc
+        reason = (
+            f"it holds an integer of more than {sys.get_int_max_str_digits()} digits"
+            if "digits" in str(exc) else str(exc)
+        )
+        raise ConfigError(f"config file {path} is not usable TOML: {reason}") from exc
     return build(cls, data)
 
 
