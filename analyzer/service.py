@@ -512,7 +512,9 @@ class Analyzer:
         self.counters.events_stored += output.events
         self.counters.findings_stored += output.findings
         for topic, message in output.messages:
-            self.client.publish(topic, json.dumps(message, sort_keys=True), qos=1, retain=True)
+            # allow_nan=False: NaN is not JSON; subscribers' parsers would refuse the message.
+            payload = json.dumps(message, sort_keys=True, allow_nan=False)
+            self.client.publish(topic, payload, qos=1, retain=True)
 
     def _new_device(self, device: str, first_frame_ns: int) -> DeviceAnalysis:
         """Analysis state of a device seen for the first time since start-up (or since it
