@@ -44,7 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="analyse sound files offline and print one JSON document per file",
         description="Measure each file exactly as a sensor would and run the analyzer's "
         "pipeline on it. Prints one barkwatch.analysis/1 JSON document per file, "
-        "one per line (schema in the README).",
+        "one per line (schema in the README). A file that cannot be read is named on "
+        "stderr and gets no document; one whose audio turns bad part-way (a NaN or "
+        "infinite sample, data that stops decoding) keeps what was measured before and "
+        "says where and why in 'failure'. Every file is tried; the exit status is 1 if "
+        "any failed, else 0.",
     )
     analyze.add_argument("files", nargs="+", metavar="FILE", help="sound files (WAV, FLAC, ...)")
     analyze.add_argument(
