@@ -66,9 +66,9 @@ class Publisher:
         self.client.loop_stop()
 
 
-def run_analyzer(config: AnalyzerConfig, clock: Callable[[], float] = time.monotonic
+def run_analyzer(config: AnalyzerConfig, clock: Callable[[], float] | None = None
                  ) -> Analyzer:
-    analyzer = Analyzer(config, clock=clock)
+    analyzer = Analyzer(config) if clock is None else Analyzer(config, clock=clock)
     analyzer.start()
     wait_until(analyzer.connected.is_set, what="the analyzer to connect")
     return analyzer
