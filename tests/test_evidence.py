@@ -10,10 +10,11 @@ from dataclasses import replace
 import pytest
 from influxdb_client import Point, WritePrecision
 
-from analyzer.audibility import EventAudibility
-from analyzer.config import InfluxSettings
-from analyzer.events import DogEvent
-from analyzer.evidence import (
+from analyzer.acoustics.audibility import EventAudibility
+from analyzer.cli.findings import add_findings_parser, parse_time_ns, run_findings
+from analyzer.deploy.services import Services
+from analyzer.detect.events import DogEvent
+from analyzer.ordinance.evidence import (
     GENESIS_DIGEST,
     EvidenceChain,
     EvidenceError,
@@ -27,10 +28,7 @@ from analyzer.evidence import (
     seal,
     window_point,
 )
-from analyzer.evidence_store import load_chain_head, recompute
-from analyzer.findings_cli import add_findings_parser, parse_time_ns, run_findings
-from analyzer.influx import InfluxClient, event_point
-from analyzer.rules import (
+from analyzer.ordinance.rules import (
     COMPLETED,
     CONTINUOUS,
     INTERMITTENT,
@@ -40,7 +38,8 @@ from analyzer.rules import (
     RuleSettings,
     evaluate,
 )
-from analyzer.services import Services
+from analyzer.store.evidence_store import load_chain_head, recompute
+from analyzer.store.influx import InfluxClient, InfluxSettings, event_point
 
 DEV = "dev-7"
 T0 = 1_780_000_000 * NS

@@ -13,7 +13,7 @@ frequencies:
 Levels move from r1 (source to sensor) to r2 (source to receiver); each term is the
 difference between the two paths. Conservative choices (in the dog owner's favour: never a
 higher level at the receiver than the data supports) are made by the caller,
-:mod:`analyzer.audibility`, by evaluating these functions at the ends of each parameter's
+:mod:`analyzer.acoustics.audibility`, by evaluating these functions at the ends of each parameter's
 range.
 """
 

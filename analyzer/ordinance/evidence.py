@@ -29,10 +29,10 @@ from typing import Any
 from influxdb_client import Point, WritePrecision
 
 from analyzer import __version__
-from analyzer.audibility import EventAudibility
+from analyzer.acoustics.audibility import EventAudibility
+from analyzer.detect.events import DogEvent
 from analyzer.errors import AnalyzerError
-from analyzer.events import DogEvent
-from analyzer.rules import (
+from analyzer.ordinance.rules import (
     COMPLETED,
     CONTINUOUS,
     NS,

@@ -1,10 +1,10 @@
 """Everything the live analyzer does with one device's frames, in capture order.
 
-Per frame: score it and track events (:mod:`analyzer.pipeline`), assess each event's level
-100 ft beyond the boundary and audibility (:mod:`analyzer.audibility`, when the device has an
-installation record), feed the ordinance rules (:mod:`analyzer.rules`) with the event and the
+Per frame: score it and track events (:mod:`analyzer.detect.pipeline`), assess each event's level
+100 ft beyond the boundary and audibility (:mod:`analyzer.acoustics.audibility`, when the device has an
+installation record), feed the ordinance rules (:mod:`analyzer.ordinance.rules`) with the event and the
 frame's coverage, seal completed findings into the device's evidence chain
-(:mod:`analyzer.evidence`), and report the rules' progress. It returns InfluxDB points and
+(:mod:`analyzer.ordinance.evidence`), and report the rules' progress. It returns InfluxDB points and
 MQTT messages; the service owns the sockets. Time is always capture time.
 
 After a restart the rule engine is primed from what InfluxDB already holds (events and
@@ -20,21 +20,21 @@ from typing import Any
 
 from influxdb_client import Point
 
-from analyzer.audibility import AudibilityAssessor
+from analyzer.acoustics.audibility import AudibilityAssessor
+from analyzer.acoustics.site import InstallationRecord
 from analyzer.config import AnalyzerConfig
+from analyzer.detect.pipeline import DevicePipeline
 from analyzer.errors import InfluxUnavailable
-from analyzer.evidence import (
+from analyzer.ordinance.evidence import (
     EvidenceChain,
     progress_payload,
     progress_point,
     progress_topic,
     window_point,
 )
-from analyzer.evidence_store import load_chain_head, load_coverage, load_events
-from analyzer.influx import InfluxClient, background_point, event_point
-from analyzer.pipeline import DevicePipeline
-from analyzer.rules import RuleEngine, rule_event
-from analyzer.site import InstallationRecord
+from analyzer.ordinance.rules import RuleEngine, rule_event
+from analyzer.store.evidence_store import load_chain_head, load_coverage, load_events
+from analyzer.store.influx import InfluxClient, background_point, event_point
 from sensor.wire import Frame
 
 log = logging.getLogger(__name__)

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analyzer.classifier import DogClassifier
-from analyzer.config import DetectorSettings
-from analyzer.detector import make_scorer, model_version
-from analyzer.events import DogEvent, EventTracker
+from analyzer.detect.classifier import DogClassifier
+from analyzer.detect.detector import make_scorer, model_version
+from analyzer.detect.events import DogEvent, EventTracker
+from analyzer.detect.settings import DetectorSettings
 from sensor.wire import Frame
 
 # A jump in capture time larger than this between consecutive frames is a gap in coverage.

@@ -17,9 +17,16 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from analyzer.evidence import GENESIS_DIGEST, EvidenceWindow, seal, sha256_hex
-from analyzer.influx import InfluxClient
-from analyzer.rules import NS, RuleEvent, RuleInputError, RuleSettings, chain_order, evaluate
+from analyzer.ordinance.evidence import GENESIS_DIGEST, EvidenceWindow, seal, sha256_hex
+from analyzer.ordinance.rules import (
+    NS,
+    RuleEvent,
+    RuleInputError,
+    RuleSettings,
+    chain_order,
+    evaluate,
+)
+from analyzer.store.influx import InfluxClient
 from sensor.wire import DEVICE_ID_PATTERN
 
 FRAME_NS = NS  # a frame is one second of capture time (README, wire format)

@@ -39,9 +39,8 @@ from pathlib import Path
 
 import tomlkit
 
-from analyzer.errors import ProvisioningError
-from analyzer.passwords import PasswordFile, new_password, read_password_file
-from analyzer.pki import (
+from analyzer.deploy.passwords import PasswordFile, new_password, read_password_file
+from analyzer.deploy.pki import (
     CA_DAYS,
     SERVER_DAYS,
     CertificateAuthority,
@@ -49,6 +48,7 @@ from analyzer.pki import (
     issue_server_certificate,
     write_file,
 )
+from analyzer.errors import ProvisioningError
 from sensor.wire import DEVICE_ID_PATTERN
 
 log = logging.getLogger(__name__)

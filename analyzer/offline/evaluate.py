@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from analyzer.config import DetectorSettings
+from analyzer.detect.pipeline import DevicePipeline
+from analyzer.detect.settings import DetectorSettings
 from analyzer.errors import AnalyzerError
-from analyzer.pipeline import DevicePipeline
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +217,7 @@ def evaluate_file(
     segment_s: float,
 ) -> FileResult:  # fmt: skip
     """Run the offline pipeline on one file and collect its events and segment scores."""
-    from analyzer.offline import frames_of_file
+    from analyzer.offline.analysis import frames_of_file
 
     source, frames = frames_of_file(path, full_scale_db)
     pipeline = DevicePipeline("evaluate", settings)
@@ -361,7 +361,7 @@ def evaluate_dir(
         log.info("evaluating %s (%d reference events)", path.name, len(reference))
         results.append(evaluate_file(path, reference, settings, full_scale_db, segment_s))
     summary, curve = summarise(results, segment_s, collar_s)
-    from analyzer.detector import model_version
+    from analyzer.detect.detector import model_version
 
     summary = {"model_version": model_version(settings), "full_scale_db": full_scale_db,
                **summary}  # fmt: skip

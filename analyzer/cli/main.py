@@ -92,9 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the services up after the replay until Ctrl-C",
     )
 
-    from analyzer.findings_cli import add_findings_parser
-    from analyzer.provision_cli import add_parsers
-    from analyzer.site_cli import add_site_parser
+    from analyzer.cli.findings import add_findings_parser
+    from analyzer.cli.provision import add_parsers
+    from analyzer.cli.site import add_site_parser
 
     add_parsers(sub)
     add_site_parser(sub)
@@ -115,9 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _analyze(args: argparse.Namespace) -> int:
+    from analyzer.acoustics.site import load_site
     from analyzer.config import AnalyzerConfig, load_analyzer_config
-    from analyzer.offline import analyze_file
-    from analyzer.site import load_site
+    from analyzer.offline.analysis import analyze_file
 
     config = load_analyzer_config(args.config) if args.config else AnalyzerConfig()
     site = load_site(args.site) if args.site else None
@@ -162,7 +162,7 @@ def _analyzer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 0
     if args.action != "run":
         parser.error("analyzer needs an action: run or validate-config")
-    from analyzer.service import Analyzer
+    from analyzer.ingest.service import Analyzer
 
     analyzer = Analyzer(load_analyzer_config(args.config))
     stop = threading.Event()
@@ -193,23 +193,23 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "analyzer":
             return _analyzer(args, parser)
         if args.command == "evaluate":
-            from analyzer.evaluate import run_evaluate
+            from analyzer.offline.evaluate import run_evaluate
 
             return run_evaluate(args.dir, args.out, args.full_scale_db, args.config)
         if args.command == "demo":
-            from analyzer.demo import run_demo
+            from analyzer.cli.demo import run_demo
 
             return run_demo(args.input, keep_running=args.keep_running)
         if args.command == "site":
-            from analyzer.site_cli import run_site
+            from analyzer.cli.site import run_site
 
             return run_site(args)
         if args.command == "findings":
-            from analyzer.findings_cli import run_findings
+            from analyzer.cli.findings import run_findings
 
             return run_findings(args)
         if args.command in ("ca", "broker", "device"):
-            from analyzer.provision_cli import run
+            from analyzer.cli.provision import run
 
             return run(args, parser)
         parser.print_help()

@@ -11,7 +11,7 @@ Mosquitto runs in one of two modes, both from ``broker_config/``:
 - plain (the default, for most tests and the demo): one loopback listener, anonymous
   access, plus the shared settings of ``broker_config/barkwatch.conf``;
 - secured (``security=``): exactly the deployment's configuration, rendered from
-  ``broker_config/security.conf.in`` by :func:`analyzer.provision.render_broker_config`
+  ``broker_config/security.conf.in`` by :func:`analyzer.deploy.provision.render_broker_config`
   with loopback ports: a TLS listener for devices, a loopback listener for the analyzer,
   passwords and the ACL. :class:`LocalDeployment` provisions the files it needs (CA, server
   certificate for 127.0.0.1, password file, ACL) in a directory, with the same functions
@@ -35,8 +35,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from analyzer.errors import ServiceError
-from analyzer.provision import (
+from analyzer.deploy.provision import (
     ANALYZER_USER,
     BROKER_CONFIG_DIR,
     BrokerFiles,
@@ -46,6 +45,7 @@ from analyzer.provision import (
     init_pki,
     render_broker_config,
 )
+from analyzer.errors import ServiceError
 from sensor.config import MqttSettings
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ class Mosquitto(_ChildService):
         # directory nor read 0600 files of root's.
         user = "user root\n" if os.geteuid() == 0 else ""
         header = (
-            f"# written by analyzer.services for a local test or demo broker\n{user}"
+            f"# written by analyzer.deploy.services for a local test or demo broker\n{user}"
             f"pid_file {self.pid_file}\npersistence_location {state_dir}/\n{extra_config}\n"
         )
         if security is None:

@@ -8,7 +8,7 @@ its point. While InfluxDB is down the worker retries with capped backoff and ack
 nothing, so the broker keeps the frames (persistent session, QoS 1). After a reconnect the
 broker re-sends what was unacknowledged; duplicates are dropped on (device, seq). Malformed,
 oversized or mismatched messages are counted, logged and acknowledged (dropped); the loop
-keeps going. Decoded frames are checked further (``analyzer.plausibility``): an inconsistent
+keeps going. Decoded frames are checked further (``analyzer.ingest.plausibility``): an inconsistent
 one is dropped as malformed, one with an implausible capture time is stored flagged
 (``implausible_time``) and not scored.
 """
@@ -28,11 +28,14 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from influxdb_client import Point
 
+from analyzer.acoustics.site import load_site
 from analyzer.config import AnalyzerConfig
-from analyzer.device import DeviceAnalysis
+from analyzer.detect.pipeline import ReorderBuffer
 from analyzer.errors import AnalyzerError, InfluxRejected, InfluxUnavailable
-from analyzer.evidence import EvidenceChain
-from analyzer.influx import (
+from analyzer.ingest.device import DeviceAnalysis
+from analyzer.ingest.plausibility import frame_problem, shape_problem, time_problem
+from analyzer.ordinance.evidence import EvidenceChain
+from analyzer.store.influx import (
     InfluxClient,
     health_point,
     level_point,
@@ -40,9 +43,6 @@ from analyzer.influx import (
     status_point,
     write_with_retry,
 )
-from analyzer.pipeline import ReorderBuffer
-from analyzer.plausibility import frame_problem, shape_problem, time_problem
-from analyzer.site import load_site
 from sensor.errors import ConfigError, WireError
 from sensor.publisher import connect_async, make_client
 from sensor.wire import TOPIC_ROOT, Frame, decode_frame, device_from_topic
@@ -357,7 +357,7 @@ class Analyzer:
 
     def _flag_implausible_time(self, frame: Frame, problem: str) -> None:
         """Store the frame flagged and unscored: its time cannot be placed (see
-        ``analyzer.plausibility``)."""
+        ``analyzer.ingest.plausibility``)."""
         self.counters.implausible_time += 1
         seen = self._implausible[frame.device_id] = self._implausible[frame.device_id] + 1
         if seen == 1 or seen % IMPLAUSIBLE_LOG_EVERY == 0:

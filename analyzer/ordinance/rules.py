@@ -23,10 +23,10 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from analyzer.audibility import EventAudibility
-from analyzer.coverage import Coverage
+from analyzer.acoustics.audibility import EventAudibility
+from analyzer.detect.events import DogEvent
 from analyzer.errors import AnalyzerError
-from analyzer.events import DogEvent
+from analyzer.ordinance.coverage import Coverage
 from sensor.configfile import setting
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """``barkwatch ca|broker|device``: set up a secured deployment and manage device credentials.
 
-Argument parsing and operator-facing output only; the work is in :mod:`analyzer.provision`.
+Argument parsing and operator-facing output only; the work is in :mod:`analyzer.deploy.provision`.
 Nothing here prints or logs a password: each is written once, to a 0600 file.
 """
 
@@ -10,9 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from analyzer import provision
+from analyzer.deploy import provision
+from analyzer.deploy.pki import CA_DAYS, SERVER_DAYS
 from analyzer.errors import ProvisioningError
-from analyzer.pki import CA_DAYS, SERVER_DAYS
 
 INSTALL_ON_DEVICE = """\
 Install it on the device (as root; the sensor runs as user barkwatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analyzer.site import load_site, site_template
+from analyzer.acoustics.site import load_site, site_template
 from sensor.errors import ConfigError
 
 

@@ -1,6 +1,6 @@
 """``barkwatch findings recompute``: re-derive stored findings from stored events.
 
-Registered in :mod:`analyzer.cli` with :func:`add_findings_parser` and :func:`run_findings`.
+Registered in :mod:`analyzer.cli.main` with :func:`add_findings_parser` and :func:`run_findings`.
 Exit status: 0 every stored window re-derived exactly and the chain is whole; 1 a mismatch
 (each one printed); 2 bad arguments or InfluxDB unreachable/refusing.
 """
@@ -16,10 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from analyzer import __version__
-from analyzer.config import InfluxSettings
 from analyzer.errors import AnalyzerError
-from analyzer.evidence_store import recompute
-from analyzer.influx import InfluxClient
+from analyzer.store.evidence_store import recompute
+from analyzer.store.influx import InfluxClient, InfluxSettings
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Per-step dog scores become events: hysteresis, a minimum duration and a merge gap.
 
 The scores arrive already smoothed (``smoothing_s``, a centred moving average in
-``analyzer.classifier``). Double-threshold hysteresis: an event is a run of steps scoring at
+``analyzer.detect.classifier``). Double-threshold hysteresis: an event is a run of steps scoring at
 least ``off_threshold`` in which some step reaches ``on_threshold`` — it opens where the score
 rose above the off threshold (not where it first reached the on threshold) and closes where it
 falls below the off threshold; events closer than ``merge_gap_s`` become one; events shorter
@@ -14,12 +14,10 @@ give the same events for the same frames.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # annotations only: analyzer.config imports modules that import this one
-    from analyzer.config import DetectorSettings
+from analyzer.detect.settings import DetectorSettings
 
 
 @dataclass(frozen=True)

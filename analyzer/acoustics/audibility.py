@@ -12,7 +12,7 @@ For each dog-vocalization event of a device (REFERENCE.md sections 4-5, DESIGN.m
 3. **Residual-noise correction** (ISO 1996-2): the background's energy is removed from each
    band and from LAeq/LAFmax; a value within ``residual_limit_db`` (3 dB) of the background
    is not corrected but flagged (it is then only an upper bound).
-4. **Propagation** (:mod:`analyzer.propagation`) from the sensor to the receiver 100 ft
+4. **Propagation** (:mod:`analyzer.acoustics.propagation`) from the sensor to the receiver 100 ft
    beyond the boundary, every uncertain input at the end of its range that gives the lower
    level at the receiver (the owner's favour): the dog nearer the sensor and farther from
    the receiver by the distance uncertainty, the highest air absorption over the weather
@@ -39,14 +39,14 @@ from dataclasses import dataclass, field
 import librosa
 import numpy as np
 
-from analyzer.events import DogEvent
-from analyzer.propagation import (
+from analyzer.acoustics.propagation import (
     a_weighted_total_db,
     absorption_db_per_m,
     ground_attenuation_db,
     propagate_band_levels,
 )
-from analyzer.site import GROUND_FACTORS, InstallationRecord
+from analyzer.acoustics.site import GROUND_FACTORS, InstallationRecord
+from analyzer.detect.events import DogEvent
 from sensor.configfile import setting
 from sensor.features import FMAX_HZ, FMIN_HZ, N_MELS
 from sensor.wire import Frame

@@ -14,10 +14,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from analyzer.config import AnalyzerConfig, InfluxSettings
-from analyzer.service import Analyzer
-from analyzer.services import Services
-from analyzer.site import site_template
+from analyzer.acoustics.site import site_template
+from analyzer.config import AnalyzerConfig
+from analyzer.deploy.services import Services
+from analyzer.ingest.service import Analyzer
+from analyzer.store.influx import InfluxSettings
 from sensor.capture import FileSource
 from sensor.config import CalibrationSettings, MqttSettings, OutboxSettings, SensorConfig
 from sensor.node import run_node

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyzer.propagation import RECEIVER_BEYOND_BOUNDARY_M, metres_and_feet
+from analyzer.acoustics.propagation import RECEIVER_BEYOND_BOUNDARY_M, metres_and_feet
 from sensor.configfile import load, setting
 from sensor.errors import ConfigError
 from sensor.wire import DEVICE_ID_PATTERN

@@ -13,18 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from analyzer import __version__
-from analyzer.audibility import (
+from analyzer.acoustics.audibility import (
     AudibilityAssessor,
     AudibilitySettings,
     EventAudibility,
     parameters,
 )
-from analyzer.config import DetectorSettings
-from analyzer.events import DogEvent
-from analyzer.evidence import findings_for_events
-from analyzer.pipeline import DevicePipeline
-from analyzer.rules import RuleSettings
-from analyzer.site import InstallationRecord
+from analyzer.acoustics.site import InstallationRecord
+from analyzer.detect.events import DogEvent
+from analyzer.detect.pipeline import DevicePipeline
+from analyzer.detect.settings import DetectorSettings
+from analyzer.ordinance.evidence import findings_for_events
+from analyzer.ordinance.rules import RuleSettings
 from sensor.capture import FileSource
 from sensor.frames import FrameBuilder
 from sensor.wire import Frame, decode_frame, encode_frame

@@ -19,19 +19,21 @@ import base64
 import json
 import logging
 import math
+import os
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from influxdb_client import Point, WritePrecision
 
-from analyzer.audibility import BAND_INDICES, Background, EventAudibility
-from analyzer.config import InfluxSettings
+from analyzer.acoustics.audibility import BAND_INDICES, Background, EventAudibility
+from analyzer.detect.events import DogEvent
 from analyzer.errors import AnalyzerError, InfluxRejected, InfluxUnavailable
-from analyzer.events import DogEvent
+from sensor.configfile import setting
 from sensor.wire import Frame
 
 log = logging.getLogger(__name__)
@@ -215,6 +217,26 @@ def stats_point(analyzer_id: str, counters: Mapping[str, int], time_ns: int) -> 
     for key, value in counters.items():
         point.field(key, int(value))
     return point
+
+
+@dataclass(frozen=True)
+class InfluxSettings:
+    """Where evidence is stored: InfluxDB's v1 HTTP API (/write, /query)."""
+
+    url: str = setting("http://127.0.0.1:8086", "base URL of InfluxDB's HTTP API")
+    database: str = setting("barkwatch", "database name (created if missing)")
+    username: str = setting("", "user name for InfluxDB 1.x authentication; empty = none")
+    password_env: str = setting(
+        "BARKWATCH_INFLUX_PASSWORD", "environment variable holding the password (or a 2.x token)"
+    )
+    batch_points: int = setting(5000, "points per write request at most", 1, 100000)
+    timeout_s: float = setting(10.0, "HTTP timeout per request, s", 0.5, 300.0)
+    retry_max_s: float = setting(30.0, "cap of the exponential retry backoff, s", 0.1, 600.0)
+
+    def password(self) -> str | None:
+        """The password from the environment, or None."""
+        return os.environ.get(self.password_env) or None
+
 
 
 class InfluxClient:

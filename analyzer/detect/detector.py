@@ -1,6 +1,6 @@
 """The dog-vocalization scorer the pipeline uses: the trained classifier, as configured.
 
-``analyzer.classifier`` holds the features, the model and the streaming scorer; this module
+``analyzer.detect.classifier`` holds the features, the model and the streaming scorer; this module
 only chooses the model file from :class:`DetectorSettings` and names the bundled model's
 version (``MODEL_VERSION``, loaded on first use). The bundled model is a small convolutional
 network; it still raises false alarms on gulls, chickens, children and sirens, and misses
@@ -9,8 +9,8 @@ distant barks (models/MODEL_CARD.md).
 
 from __future__ import annotations
 
-from analyzer.classifier import DogClassifier, cached_model
-from analyzer.config import DetectorSettings
+from analyzer.detect.classifier import DogClassifier, cached_model
+from analyzer.detect.settings import DetectorSettings
 
 
 def make_scorer(settings: DetectorSettings, hop_s: float) -> DogClassifier:
