@@ -21,13 +21,11 @@ from analyzer.ordinance.evidence import (
     canonical_json,
     dog_event_fields,
     event_record,
-    findings_for_events,
     progress_payload,
-    progress_point,
     progress_topic,
     seal,
-    window_point,
 )
+from analyzer.ordinance.findings import findings_for_events
 from analyzer.ordinance.rules import (
     COMPLETED,
     CONTINUOUS,
@@ -40,6 +38,7 @@ from analyzer.ordinance.rules import (
 )
 from analyzer.store.evidence_store import load_chain_head, recompute
 from analyzer.store.influx import InfluxClient, InfluxSettings, event_point
+from analyzer.store.points import progress_point, window_point
 
 DEV = "dev-7"
 T0 = 1_780_000_000 * NS

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from analyzer.audibility import energy_mean_db
 from analyzer.classifier import N_BANDS, N_CHANNELS, N_MELS, DogModel, logits_of_stream
+
 from analyzer.config import DetectorSettings
 from tests.conftest import ROOT
 

@@ -25,7 +25,7 @@ from sensor.node import run_node
 
 log = logging.getLogger(__name__)
 
-DEMO_RECORDING = Path(__file__).resolve().parent.parent / "demo" / "example.flac"
+DEMO_RECORDING = Path(__file__).resolve().parents[2] / "demo" / "example.flac"
 DEMO_DEVICE = "demo-0001"
 DEMO_FULL_SCALE_DB = 100.0
 

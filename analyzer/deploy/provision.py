@@ -53,7 +53,7 @@ from sensor.wire import DEVICE_ID_PATTERN
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BROKER_CONFIG_DIR = ROOT / "broker_config"
 SENSOR_EXAMPLE = ROOT / "deploy" / "sensor.example.toml"
 

@@ -40,7 +40,7 @@ import numpy as np
 from analyzer.errors import AnalyzerError
 
 # The bundled model: trained by scripts/train_classifier.py, described by MODEL_CARD.md.
-DEFAULT_MODEL_PATH = Path(__file__).resolve().parent.parent / "models" / "dog_classifier.npz"
+DEFAULT_MODEL_PATH = Path(__file__).resolve().parents[2] / "models" / "dog_classifier.npz"
 
 N_MELS = 64
 POOL = 2  # adjacent mel bands averaged (in dB) into one input band, unless the model file asks 1

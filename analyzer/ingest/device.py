@@ -1,15 +1,15 @@
 """Everything the live analyzer does with one device's frames, in capture order.
 
-Per frame: score it and track events (:mod:`analyzer.detect.pipeline`), assess each event's level
-100 ft beyond the boundary and audibility (:mod:`analyzer.acoustics.audibility`, when the device has an
-installation record), feed the ordinance rules (:mod:`analyzer.ordinance.rules`) with the event and the
-frame's coverage, seal completed findings into the device's evidence chain
-(:mod:`analyzer.ordinance.evidence`), and report the rules' progress. It returns InfluxDB points and
-MQTT messages; the service owns the sockets. Time is always capture time.
+One pass per frame: the detector scores it and tracks events (:mod:`analyzer.detect`), each
+event gets its level 100 ft beyond the boundary and audibility (:mod:`analyzer.acoustics`, when
+the device has an installation record), then the rules take the events and the frame's
+coverage and the evidence code seals what they completed (:mod:`analyzer.ordinance.findings`),
+and the results become InfluxDB points (:mod:`analyzer.store.points`) and MQTT messages. The
+service owns the sockets. Time is always capture time.
 
-After a restart the rule engine is primed from what InfluxDB already holds (events and
-coverage of the last ``PRIME_S``), so an episode in progress continues and nothing is counted
-twice; findings re-derived while priming were stored before and are not sealed again.
+After a restart the rules are primed from what InfluxDB already holds (events and coverage of
+the last ``PRIME_S``), so an episode in progress continues and nothing is counted twice;
+findings re-derived while priming were stored before and are not sealed again.
 """
 
 from __future__ import annotations
@@ -25,16 +25,12 @@ from analyzer.acoustics.site import InstallationRecord
 from analyzer.config import AnalyzerConfig
 from analyzer.detect.pipeline import DevicePipeline
 from analyzer.errors import InfluxUnavailable
-from analyzer.ordinance.evidence import (
-    EvidenceChain,
-    progress_payload,
-    progress_point,
-    progress_topic,
-    window_point,
-)
-from analyzer.ordinance.rules import RuleEngine, rule_event
+from analyzer.ordinance.evidence import EvidenceChain, progress_payload, progress_topic
+from analyzer.ordinance.findings import DeviceRules
+from analyzer.ordinance.rules import rule_event
 from analyzer.store.evidence_store import load_chain_head, load_coverage, load_events
 from analyzer.store.influx import InfluxClient, background_point, event_point
+from analyzer.store.points import progress_point, window_point
 from sensor.wire import Frame
 
 log = logging.getLogger(__name__)
@@ -63,8 +59,7 @@ class DeviceAnalysis:
         self.device_id = device_id
         self.pipeline = DevicePipeline(device_id, config.detector)
         self.assessor = AudibilityAssessor(site, config.audibility) if site else None
-        self.engine = RuleEngine(device_id, config.rules)
-        self.chain = chain
+        self.rules = DeviceRules(device_id, config.rules, chain)
         self._next_progress_ns = 0
         self._next_background_ns = 0
 
@@ -74,18 +69,12 @@ class DeviceAnalysis:
         try:
             events = load_events(influx, self.device_id, start, first_frame_ns - 1)
             coverage = load_coverage(influx, self.device_id, start, first_frame_ns - 1)
-            self.chain.heads[self.device_id] = load_chain_head(influx, self.device_id)
+            self.rules.chain.heads[self.device_id] = load_chain_head(influx, self.device_id)
         except InfluxUnavailable as exc:
             log.warning("could not read %s's stored history (%s); rules start afresh",
                         self.device_id, exc)
             return
-        for begin, end in coverage:
-            self.engine.observe_coverage(begin, end)
-        for event in events:
-            self.engine.add_event(event)
-        if coverage:
-            stored_until = max(end for _, end in coverage)
-            self.engine.advance(stored_until)  # findings up to here were stored before
+        self.rules.prime(events, coverage)
         if events or coverage:
             log.info("%s: rules primed with %d stored event(s), %d s of coverage",
                      self.device_id, len(events), len(coverage))
@@ -96,25 +85,26 @@ class DeviceAnalysis:
         out = DeviceOutput(max_dog_score=result.max_dog_score)
         if self.assessor is not None:
             self.assessor.observe(frame, result.max_dog_score)
-        self.engine.observe_coverage(frame.capture_ns, frame.end_ns)
+        rule_events = []
         for event in result.events:
             audibility = self.assessor.assess(event) if self.assessor is not None else None
-            self.engine.add_event(rule_event(event, audibility))
+            rule_events.append(rule_event(event, audibility))
             out.points.append(event_point(event, audibility))
-            out.events += 1
-        for finding in self.engine.advance(frame.end_ns):
-            if finding.status == "completed":
-                out.points.append(window_point(self.chain.seal(finding)))
-                out.findings += 1
-                log.info("%s: %s finding completed, %.0f s", self.device_id, finding.rule,
-                         finding.duration_s)
-            else:
-                log.warning("%s: %s threshold crossed at capture time %d (ongoing)",
-                            self.device_id, finding.rule, finding.threshold_crossed_ns)
-        if frame.capture_ns >= self._next_progress_ns:
-            progress = self.engine.progress(frame.end_ns)
-            out.points.append(progress_point(progress))
-            out.messages.append((progress_topic(self.device_id), progress_payload(progress)))
+        out.events = len(rule_events)
+        with_progress = frame.capture_ns >= self._next_progress_ns
+        ruling = self.rules.step(rule_events, frame.capture_ns, frame.end_ns, with_progress)
+        for finding in ruling.ongoing:
+            log.warning("%s: %s threshold crossed at capture time %d (ongoing)",
+                        self.device_id, finding.rule, finding.threshold_crossed_ns)
+        for finding, window in zip(ruling.completed, ruling.windows, strict=True):
+            out.points.append(window_point(window))
+            log.info("%s: %s finding completed, %.0f s", self.device_id, finding.rule,
+                     finding.duration_s)
+        out.findings = len(ruling.windows)
+        if ruling.progress is not None:
+            out.points.append(progress_point(ruling.progress))
+            out.messages.append((progress_topic(self.device_id),
+                                 progress_payload(ruling.progress)))
             self._next_progress_ns = frame.capture_ns + PROGRESS_EVERY_NS
         if self.assessor is not None and frame.capture_ns >= self._next_background_ns:
             background = self.assessor.background.estimate()

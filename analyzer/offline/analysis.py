@@ -23,7 +23,7 @@ from analyzer.acoustics.site import InstallationRecord
 from analyzer.detect.events import DogEvent
 from analyzer.detect.pipeline import DevicePipeline
 from analyzer.detect.settings import DetectorSettings
-from analyzer.ordinance.evidence import findings_for_events
+from analyzer.ordinance.findings import findings_for_events
 from analyzer.ordinance.rules import RuleSettings
 from sensor.capture import FileSource
 from sensor.frames import FrameBuilder

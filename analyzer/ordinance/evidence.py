@@ -26,11 +26,7 @@ from dataclasses import asdict, dataclass
 from statistics import median
 from typing import Any
 
-from influxdb_client import Point, WritePrecision
-
 from analyzer import __version__
-from analyzer.acoustics.audibility import EventAudibility
-from analyzer.detect.events import DogEvent
 from analyzer.errors import AnalyzerError
 from analyzer.ordinance.rules import (
     COMPLETED,
@@ -41,9 +37,6 @@ from analyzer.ordinance.rules import (
     Finding,
     Progress,
     RuleEvent,
-    RuleSettings,
-    evaluate,
-    rule_event,
 )
 
 SCHEMA = "barkwatch.evidence_window/1"
@@ -260,36 +253,6 @@ class EvidenceChain:
         return window
 
 
-def window_point(window: EvidenceWindow) -> Point:
-    """The ``evidence_window`` point (tags device, rule; time = start of the span)."""
-    f = window.fields
-    point = (Point("evidence_window").tag("device", window.device_id).tag("rule", window.rule)
-             .time(window.start_ns, WritePrecision.NS)
-             .field("content", window.content).field("digest", window.digest)
-             .field("prev_digest", f["prev_digest"]).field("events_sha256", f["events_sha256"])
-             .field("site", f["site"]).field("status", f["status"])
-             .field("reading", f["reading"]).field("software_version", f["software_version"])
-             .field("model_versions", ",".join(f["model_versions"]))
-             .field("parameters", json.dumps(f["parameters"], sort_keys=True))
-             .field("sensitivity", json.dumps(f["sensitivity"], sort_keys=True))
-             .field("end_ns", int(f["end_ns"])).field("close_ns", int(f["close_ns"]))
-             .field("events_counted", int(f["events_counted"]))
-             .field("audible_events", int(f["audible_events"]))
-             .field("events_in_span", int(f["events_in_span"])))
-    numbers = {
-        "duration_s": f["duration_s"], "longest_gap_s": f["longest_gap_s"],
-        "laeq_db": f["levels"]["laeq_db"], "lafmax_db": f["levels"]["lafmax_db"],
-        "level_at_100ft_db_max": f["levels"]["level_at_100ft_db_max"],
-        "audibility_margin_db_min": f["audibility"]["margin_db_min"],
-        "audibility_margin_db_max": f["audibility"]["margin_db_max"],
-        "uncertainty_db": f["uncertainty_db"], "uncovered_s": f["coverage"]["uncovered_s"],
-    }
-    for name, text in numbers.items():
-        if text is not None:
-            point.field(name, float(text))
-    return point
-
-
 def progress_payload(progress: Progress) -> dict[str, Any]:
     """JSON payload for MQTT ``barkwatch/v1/progress/<device>`` (retained, QoS 1)."""
     return {
@@ -309,44 +272,3 @@ def progress_payload(progress: Progress) -> dict[str, Any]:
 def progress_topic(device_id: str) -> str:
     """The MQTT topic of a device's progress."""
     return PROGRESS_TOPIC.format(device=device_id)
-
-
-def progress_point(progress: Progress) -> Point:
-    """The ``rule_progress`` point (tag device) at ``progress.time_ns``."""
-    payload = progress_payload(progress)
-    point = Point("rule_progress").tag("device", progress.device_id).time(
-        progress.time_ns, WritePrecision.NS)
-    for name in ("episode_s", "stretch_s", "continuous_limit_s", "intermittent_limit_s"):
-        point.field(name, float(payload[name]))
-    for name in ("episode_events", "stretch_events", "late_events"):
-        point.field(name, int(payload[name]))
-    for name in ("episode_violation", "stretch_violation"):
-        point.field(name, bool(payload[name]))
-    return point
-
-
-def findings_for_events(
-    events: Iterable[DogEvent],
-    audibility_by_event: Mapping[int, EventAudibility | None],
-    coverage: Iterable[tuple[int, int]],
-    settings: RuleSettings | None = None,
-    device_id: str = "offline",
-    site: str = "",
-    software_version: str = __version__,
-) -> list[dict[str, Any]]:
-    """Offline findings: ``audibility_by_event`` keyed by onset_ns (missing = not assessed),
-    ``coverage`` the measured [start_ns, end_ns) intervals (offline: (0, frames * 1 s)).
-    Each finding: ``rule``, ``start_s``, ``end_s``, ``duration_s``, ``violation`` (seconds
-    from the file start), then the window's content, ``digest`` and ``prev_digest``."""
-    rule_events = [rule_event(e, audibility_by_event.get(e.onset_ns)) for e in events]
-    chain = EvidenceChain({device_id: site}, software_version=software_version)
-    out: list[dict[str, Any]] = []
-    for finding in evaluate(device_id, rule_events, coverage, settings):
-        window = chain.seal(finding)
-        fields = window_fields(finding, window.fields["prev_digest"], site, software_version)
-        out.append({"rule": finding.rule, "start_s": round(finding.start_ns / NS, 3),
-                    "end_s": round(finding.end_ns / NS, 3),
-                    "duration_s": round(finding.duration_s, 3), "violation": True,
-                    **{k: v for k, v in fields.items() if k not in ("rule", "duration_s")},
-                    "digest": window.digest})
-    return out
