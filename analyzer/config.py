@@ -1,74 +1,21 @@
-"""The analyzer's configuration file (TOML); ``barkwatch analyzer validate-config`` checks one."""
+"""The analyzer's configuration file (TOML); ``barkwatch analyzer validate-config`` checks one.
+
+Each part owns its settings type (``DetectorSettings`` in :mod:`analyzer.detect.settings`,
+``AudibilitySettings``, ``RuleSettings``, ``InfluxSettings`` beside the code they drive); this
+loader composes them, and nothing below it imports it.
+"""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from analyzer.audibility import AudibilitySettings
-from analyzer.rules import RuleSettings
+from analyzer.acoustics.audibility import AudibilitySettings
+from analyzer.detect.settings import DetectorSettings
+from analyzer.ordinance.rules import RuleSettings
+from analyzer.store.influx import InfluxSettings
 from sensor.config import MqttSettings
 from sensor.configfile import describe, load, setting
 from sensor.wire import MAX_PAYLOAD_BYTES
-
-
-@dataclass(frozen=True)
-class InfluxSettings:
-    """Where evidence is stored: InfluxDB's v1 HTTP API (/write, /query)."""
-
-    url: str = setting("http://127.0.0.1:8086", "base URL of InfluxDB's HTTP API")
-    database: str = setting("barkwatch", "database name (created if missing)")
-    username: str = setting("", "user name for InfluxDB 1.x authentication; empty = none")
-    password_env: str = setting(
-        "BARKWATCH_INFLUX_PASSWORD", "environment variable holding the password (or a 2.x token)"
-    )
-    batch_points: int = setting(5000, "points per write request at most", 1, 100000)
-    batch_bytes: int = setting(
-        5_000_000, "line-protocol bytes per write request at most (InfluxDB refuses bodies over "
-        "its max-body-size, 25 MB by default)", 10_000, 20_000_000,
-    )
-    timeout_s: float = setting(10.0, "HTTP timeout per request, s", 0.5, 300.0)
-    retry_max_s: float = setting(30.0, "cap of the exponential retry backoff, s", 0.1, 600.0)
-    refused_points_file: str = setting(
-        "", "file that points InfluxDB refuses are appended to, in full, for inspection; "
-        "empty: only logged (first 1,000 characters)"
-    )
-    refused_points_max_bytes: int = setting(
-        100_000_000, "refused_points_file stops growing at this size (later refused points "
-        "are only logged and counted)", 0, 10_000_000_000,
-    )
-
-    def password(self) -> str | None:
-        """The password from the environment, or None."""
-        return os.environ.get(self.password_env) or None
-
-
-@dataclass(frozen=True)
-class DetectorSettings:
-    """The dog-vocalization classifier and the event tracker (analyzer.classifier, events).
-
-    Scores are per 20 ms step, 0..1. Defaults were chosen on held-out recordings
-    (models/MODEL_CARD.md) for few false alarms on long non-dog soundscapes.
-    """
-
-    model_path: str = setting(
-        "", "classifier model file (.npz from scripts/train_classifier.py); empty = bundled"
-    )
-    smoothing_s: float = setting(
-        0.1, "centred moving average of step scores, s (adds half of it to the delay)", 0.0, 2.0
-    )
-    min_band_level_db: float = setting(
-        0.0,
-        "steps whose loudest mel band (over the model's context) is below this, dB SPL, score 0",
-        -100.0,
-        100.0,
-    )
-    on_threshold: float = setting(0.95, "an event needs a score at least this high", 0.0, 1.0)
-    off_threshold: float = setting(
-        0.75, "an event spans the steps around it scoring at least this", 0.0, 1.0
-    )
-    min_duration_s: float = setting(0.1, "shortest event kept, s", 0.0, 10.0)
-    merge_gap_s: float = setting(0.5, "events closer than this merge, s", 0.0, 30.0)
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,10 @@ from pathlib import Path  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from analyzer.config import DetectorSettings  # noqa: E402
-from analyzer.detector import make_scorer, model_version  # noqa: E402
-from analyzer.offline import frames_of_file  # noqa: E402
-from analyzer.pipeline import DevicePipeline  # noqa: E402
+from analyzer.detect.detector import make_scorer, model_version  # noqa: E402
+from analyzer.detect.pipeline import DevicePipeline  # noqa: E402
+from analyzer.detect.settings import DetectorSettings  # noqa: E402
+from analyzer.offline.analysis import frames_of_file  # noqa: E402
 
 
 def main() -> int:

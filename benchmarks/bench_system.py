@@ -27,12 +27,13 @@ import paho.mqtt.client as mqtt
 import soundfile
 import soxr
 
-from analyzer.config import AnalyzerConfig, DetectorSettings, InfluxSettings
-from analyzer.influx import event_point, level_point
-from analyzer.pipeline import DevicePipeline
-from analyzer.service import Analyzer
-from analyzer.services import Services
-from analyzer.site import site_template
+from analyzer.acoustics.site import site_template
+from analyzer.config import AnalyzerConfig
+from analyzer.deploy.services import Services
+from analyzer.detect.pipeline import DevicePipeline
+from analyzer.detect.settings import DetectorSettings
+from analyzer.ingest.service import Analyzer
+from analyzer.store.influx import InfluxSettings, event_point, level_point
 from sensor.capture import FileSource
 from sensor.config import CalibrationSettings, MqttSettings, OutboxSettings, SensorConfig
 from sensor.frames import FrameBuilder

@@ -23,11 +23,11 @@ JSON_DIR = Path(__file__).resolve().parent / "json"
 SCHEMA_VERSION = 39
 DATASOURCE: dict[str, str] = {"type": "influxdb", "uid": "barkwatch-influxdb"}
 
-# The ordinance's limits (Subd. 5; analyzer.rules.RuleSettings defaults), in minutes.
+# The ordinance's limits (Subd. 5; analyzer.ordinance.rules.RuleSettings defaults), in minutes.
 CONTINUOUS_LIMIT_MIN = 7
 INTERMITTENT_LIMIT_MIN = 60
 # An event is plainly audible 100 ft beyond the boundary when its margin reaches this
-# (analyzer.audibility.AudibilitySettings.margin_db default), dB.
+# (analyzer.acoustics.audibility.AudibilitySettings.margin_db default), dB.
 AUDIBLE_MARGIN_DB = 10
 
 DEVICE_FILTER = '"device" =~ /^$device$/'

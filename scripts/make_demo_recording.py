@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from analyzer.evaluate import write_annotations as write_spans
+from analyzer.offline.evaluate import write_annotations as write_spans
 
 SAMPLE_RATE_HZ = 16_000
 DEFAULT_SEED = 20_240_611

@@ -26,7 +26,7 @@ import csv
 import sys
 from pathlib import Path
 
-from analyzer.evaluate import write_annotations
+from analyzer.offline.evaluate import write_annotations
 
 # Projects whose clips may train the classifier: together 87 clips, about 11 minutes (other
 # animals, wolf and coyote howls, shouting and speech, ambiences with birds, vehicles). The

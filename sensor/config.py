@@ -10,6 +10,7 @@ from sensor.configfile import describe, load, setting
 from sensor.errors import ConfigError
 from sensor.frames import MeasurementOptions
 from sensor.outbox import DEFAULT_MAX_FRAMES
+from sensor.tls import tls_context
 from sensor.wire import DEVICE_ID_PATTERN, MAX_CALIBRATION_CHARS, SUPPORTED_SAMPLE_RATES
 
 
@@ -109,8 +110,6 @@ def check_connection_settings(settings: MqttSettings) -> None:
     """
     settings.login()
     if settings.tls_ca:
-        from sensor.publisher import tls_context  # the publisher imports this module
-
         tls_context(settings.tls_ca)
 
 

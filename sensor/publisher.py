@@ -28,7 +28,6 @@ import enum
 import json
 import logging
 import queue
-import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -42,28 +41,13 @@ from sensor import __version__
 from sensor.config import MqttSettings
 from sensor.errors import ConfigError
 from sensor.outbox import Outbox
+from sensor.tls import tls_context
 from sensor.wire import frame_topic, heartbeat_topic, status_topic
 
 log = logging.getLogger(__name__)
 
 NOT_AUTHORIZED = 135  # MQTT 5 reason code: the ACL refuses this topic to this user
 PROTOCOLS = {"mqttv5": mqtt.MQTTv5, "mqttv311": mqtt.MQTTv311}
-
-
-def tls_context(ca_file: str) -> ssl.SSLContext:
-    """A client TLS context that trusts only ``ca_file`` and checks the broker's host name.
-
-    TLS 1.2 at least; certificate and host name are always verified (there is no way to turn
-    that off). Raise ConfigError when the CA file cannot be loaded.
-    """
-    try:
-        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_file)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"config key 'mqtt.tls_ca': cannot load CA certificate {ca_file}: {exc}"
-        ) from exc
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    return context
 
 
 def make_client(client_id: str, settings: MqttSettings, persistent: bool = False) -> mqtt.Client:

@@ -12,8 +12,8 @@ import pytest
 import soundfile
 
 from analyzer.config import AnalyzerConfig
-from analyzer.service import Analyzer
-from analyzer.services import Services
+from analyzer.deploy.services import Services
+from analyzer.ingest.service import Analyzer
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_RECORDING = ROOT / "demo" / "example.flac"

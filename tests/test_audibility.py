@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer.audibility import (
+from analyzer.acoustics.audibility import (
     BAND_CENTRES_HZ,
     AudibilityAssessor,
     AudibilitySettings,
@@ -20,13 +20,13 @@ from analyzer.audibility import (
     residual_corrected_db,
     step_band_levels,
 )
-from analyzer.events import DogEvent
-from analyzer.propagation import (
+from analyzer.acoustics.propagation import (
     absorption_db_per_m,
     ground_attenuation_db,
     propagate_band_levels,
 )
-from analyzer.site import InstallationRecord, load_site, site_template
+from analyzer.acoustics.site import InstallationRecord, load_site, site_template
+from analyzer.detect.events import DogEvent
 from sensor.errors import ConfigError
 from sensor.frames import frames_from_samples
 from sensor.wire import Frame

@@ -22,12 +22,12 @@ from typing import Any
 import paho.mqtt.client as mqtt
 import pytest
 
-from analyzer.config import AnalyzerConfig, InfluxSettings
-from analyzer.influx import InfluxClient
-from analyzer.pki import create_ca
-from analyzer.provision import command_topic, list_devices
-from analyzer.service import Analyzer
-from analyzer.services import LocalDeployment, Mosquitto, Services
+from analyzer.config import AnalyzerConfig
+from analyzer.deploy.pki import create_ca
+from analyzer.deploy.provision import command_topic, list_devices
+from analyzer.deploy.services import LocalDeployment, Mosquitto, Services
+from analyzer.ingest.service import Analyzer
+from analyzer.store.influx import InfluxClient, InfluxSettings
 from sensor.config import MqttSettings, load_sensor_config
 from sensor.frames import frames_from_samples
 from sensor.outbox import Outbox

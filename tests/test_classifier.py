@@ -11,7 +11,7 @@ import soundfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer.classifier import (
+from analyzer.detect.classifier import (
     DEFAULT_MODEL_PATH,
     LEVEL_RANGE_DB,
     N_BANDS,
@@ -28,10 +28,10 @@ from analyzer.classifier import (
     load_model,
     logits_of_stream,
 )
-from analyzer.config import DetectorSettings
-from analyzer.detector import MODEL_VERSION
-from analyzer.offline import analyze_file, frames_of_file
-from analyzer.pipeline import DevicePipeline
+from analyzer.detect.detector import MODEL_VERSION
+from analyzer.detect.pipeline import DevicePipeline
+from analyzer.detect.settings import DetectorSettings
+from analyzer.offline.analysis import analyze_file, frames_of_file
 from tests.conftest import DEMO_RECORDING, sine, write_excerpt
 
 RATE = 16000

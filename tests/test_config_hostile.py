@@ -13,12 +13,12 @@ import pytest
 import soundfile
 
 from analyzer import cli as analyzer_cli
+from analyzer.acoustics.site import load_site, site_template
+from analyzer.cli.demo import run_demo
 from analyzer.config import AnalyzerConfig, InfluxSettings, load_analyzer_config
-from analyzer.demo import run_demo
+from analyzer.deploy.passwords import read_password_file
+from analyzer.deploy.services import Services
 from analyzer.errors import ProvisioningError
-from analyzer.passwords import read_password_file
-from analyzer.services import Services
-from analyzer.site import load_site, site_template
 from sensor import cli as sensor_cli
 from sensor.config import MqttSettings, load_sensor_config
 from sensor.errors import ConfigError

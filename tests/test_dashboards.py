@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from analyzer.config import AnalyzerConfig, InfluxSettings
-from analyzer.influx import InfluxClient
-from analyzer.service import Analyzer
-from analyzer.services import Services
-from analyzer.site import site_template
+from analyzer.acoustics.site import site_template
+from analyzer.config import AnalyzerConfig
+from analyzer.deploy.services import Services
+from analyzer.ingest.service import Analyzer
+from analyzer.store.influx import InfluxClient, InfluxSettings
 from dashboards import generate
 from sensor.config import MqttSettings
 from sensor.wire import encode_frame, frame_topic

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from analyzer.config import AnalyzerConfig, InfluxSettings
-from analyzer.influx import InfluxClient, band_field
-from analyzer.service import Analyzer
-from analyzer.services import InfluxDB, Mosquitto, Services
+from analyzer.config import AnalyzerConfig
+from analyzer.deploy.services import InfluxDB, Mosquitto, Services
+from analyzer.ingest.service import Analyzer
+from analyzer.store.influx import InfluxClient, InfluxSettings, band_field
 from sensor.capture import FileSource
 from sensor.config import CalibrationSettings, MqttSettings, OutboxSettings, SensorConfig
 from sensor.frames import frames_from_samples

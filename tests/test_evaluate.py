@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import soundfile
 
-from analyzer.cli import main
-from analyzer.detector import model_version
-from analyzer.evaluate import (
+from analyzer.cli.main import main
+from analyzer.detect.detector import model_version
+from analyzer.offline.evaluate import (
     FileResult,
     average_precision,
     event_counts,

@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer.config import DetectorSettings
-from analyzer.events import EventTracker
-from analyzer.pipeline import ReorderBuffer
+from analyzer.detect.events import EventTracker
+from analyzer.detect.settings import DetectorSettings
+from analyzer.ingest.ordering import ReorderBuffer
 from sensor.frames import frames_from_samples
 from tests.conftest import sine
 

@@ -10,27 +10,23 @@ from dataclasses import replace
 import pytest
 from influxdb_client import Point, WritePrecision
 
-from analyzer.audibility import EventAudibility
-from analyzer.config import InfluxSettings
-from analyzer.events import DogEvent
-from analyzer.evidence import (
+from analyzer.acoustics.audibility import EventAudibility
+from analyzer.cli.findings import add_findings_parser, parse_time_ns, run_findings
+from analyzer.deploy.services import Services
+from analyzer.detect.events import DogEvent
+from analyzer.ordinance.evidence import (
     GENESIS_DIGEST,
     EvidenceChain,
     EvidenceError,
     canonical_json,
     dog_event_fields,
     event_record,
-    findings_for_events,
     progress_payload,
-    progress_point,
     progress_topic,
     seal,
-    window_point,
 )
-from analyzer.evidence_store import load_chain_head, recompute
-from analyzer.findings_cli import add_findings_parser, parse_time_ns, run_findings
-from analyzer.influx import InfluxClient, event_point
-from analyzer.rules import (
+from analyzer.ordinance.findings import findings_for_events
+from analyzer.ordinance.rules import (
     COMPLETED,
     CONTINUOUS,
     INTERMITTENT,
@@ -40,7 +36,9 @@ from analyzer.rules import (
     RuleSettings,
     evaluate,
 )
-from analyzer.services import Services
+from analyzer.store.evidence_store import load_chain_head, recompute
+from analyzer.store.influx import InfluxClient, InfluxSettings, event_point
+from analyzer.store.points import progress_point, window_point
 
 DEV = "dev-7"
 T0 = 1_780_000_000 * NS

@@ -17,10 +17,10 @@ import pytest
 
 from analyzer import cli
 from analyzer.config import AnalyzerConfig, InfluxSettings
-from analyzer.influx import InfluxClient, write_with_retry
-from analyzer.pipeline import ReorderBuffer
-from analyzer.service import Analyzer
-from analyzer.services import Services
+from analyzer.deploy.services import Services
+from analyzer.ingest.ordering import ReorderBuffer
+from analyzer.ingest.service import Analyzer
+from analyzer.store.influx import InfluxClient, write_with_retry
 from sensor.frames import frames_from_samples
 from sensor.wire import Frame, encode_frame, frame_topic, heartbeat_topic, status_topic
 from tests.conftest import publish_through_analyzer, sine, wait_until

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import soundfile
 
-import analyzer.offline
-from analyzer.evidence import EvidenceError, finite_json
-from analyzer.offline import FileAnalysis, analyze
+import analyzer.offline.analysis
+from analyzer.offline.analysis import FileAnalysis, analyze
+from analyzer.ordinance.evidence import EvidenceError, finite_json
 from sensor.capture import AudioSampleError, FileSource
 from sensor.wire import Frame
 
@@ -140,7 +140,7 @@ def test_the_analysis_lets_each_frame_go_once_it_is_scored(
     # Memory must stay flat with the file's length: no frame outlives the next one.
     refs: list[weakref.ref[Frame]] = []
     most_alive = 0
-    measured = analyzer.offline.measured_frames
+    measured = analyzer.offline.analysis.measured_frames
 
     def watched(source: FileSource, full_scale_db: float) -> Iterator[Frame]:
         nonlocal most_alive
@@ -150,7 +150,7 @@ def test_the_analysis_lets_each_frame_go_once_it_is_scored(
             yield frame
             del frame
 
-    monkeypatch.setattr(analyzer.offline, "measured_frames", watched)
+    monkeypatch.setattr(analyzer.offline.analysis, "measured_frames", watched)
     document = analyze(_write_float_wav(tmp_path / "long.wav", _noise(12.0)),
                        include_frames=True).as_dict()
     assert len(refs) == document["frames_measured"] == len(document["frames"]) == 12

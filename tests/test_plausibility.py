@@ -1,5 +1,5 @@
 """The analyzer trusts no payload: inconsistent frames are dropped, implausible capture times
-are stored flagged and unscored (see analyzer/plausibility.py for the decision)."""
+are stored flagged and unscored (see analyzer/ingest/plausibility.py for the decision)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 
 from analyzer.config import AnalyzerConfig, InfluxSettings
-from analyzer.influx import InfluxClient
-from analyzer.offline import frames_of_file
-from analyzer.plausibility import (
+from analyzer.deploy.services import Services
+from analyzer.ingest.plausibility import (
     frame_problem,
     level_problem,
     measurable_range_db,
     shape_problem,
     time_problem,
 )
-from analyzer.services import Services
+from analyzer.offline.analysis import frames_of_file
+from analyzer.store.influx import InfluxClient
 from sensor.config import MqttSettings
 from sensor.frames import frames_from_samples
 from sensor.wire import Frame, encode_frame, frame_topic

@@ -13,9 +13,13 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from analyzer.errors import ProvisioningError
-from analyzer.passwords import PasswordFile, check_password, hash_password, read_password_file
-from analyzer.provision import (
+from analyzer.deploy.passwords import (
+    PasswordFile,
+    check_password,
+    hash_password,
+    read_password_file,
+)
+from analyzer.deploy.provision import (
     ANALYZER_USER,
     BrokerFiles,
     add_device,
@@ -26,9 +30,11 @@ from analyzer.provision import (
     render_broker_config,
     revoke_device,
 )
+from analyzer.errors import ProvisioningError
 from sensor.config import MqttSettings, load_sensor_config
 from sensor.errors import ConfigError
-from sensor.publisher import PubackOutcome, puback_outcome, tls_context
+from sensor.publisher import PubackOutcome, puback_outcome
+from sensor.tls import tls_context
 
 BIN = Path(sys.executable).parent
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer.coverage import Coverage
-from analyzer.evidence import sensitivity
-from analyzer.rules import (
+from analyzer.ordinance.coverage import Coverage
+from analyzer.ordinance.evidence import sensitivity
+from analyzer.ordinance.rules import (
     COMPLETED,
     CONTINUOUS,
     INTERMITTENT,

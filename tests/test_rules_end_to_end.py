@@ -11,13 +11,14 @@ from pathlib import Path
 import numpy as np
 import paho.mqtt.client as mqtt
 
-from analyzer.config import AnalyzerConfig, DetectorSettings, InfluxSettings
-from analyzer.influx import InfluxClient
-from analyzer.offline import frames_of_file
-from analyzer.pipeline import DevicePipeline
-from analyzer.service import Analyzer
-from analyzer.services import Services
-from analyzer.site import site_template
+from analyzer.acoustics.site import site_template
+from analyzer.config import AnalyzerConfig
+from analyzer.deploy.services import Services
+from analyzer.detect.pipeline import DevicePipeline
+from analyzer.detect.settings import DetectorSettings
+from analyzer.ingest.service import Analyzer
+from analyzer.offline.analysis import frames_of_file
+from analyzer.store.influx import InfluxClient, InfluxSettings
 from sensor.config import MqttSettings
 from sensor.frames import frames_from_samples
 from sensor.wire import Frame, encode_frame, frame_topic

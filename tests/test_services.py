@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from analyzer import services as services_module
+from analyzer.deploy import services as services_module
+from analyzer.deploy.provision import BROKER_CONFIG_DIR, render_broker_config
+from analyzer.deploy.services import LocalDeployment, Mosquitto, Services
 from analyzer.errors import ServiceError
-from analyzer.provision import BROKER_CONFIG_DIR, render_broker_config
-from analyzer.services import LocalDeployment, Mosquitto, Services
 
 
 def _answers(port: int) -> bool:

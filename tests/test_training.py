@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from analyzer.audibility import energy_mean_db
-from analyzer.classifier import N_BANDS, N_CHANNELS, N_MELS, DogModel, logits_of_stream
+from analyzer.acoustics.audibility import energy_mean_db
 from analyzer.config import DetectorSettings
+from analyzer.detect.classifier import N_BANDS, N_CHANNELS, N_MELS, DogModel, logits_of_stream
 from tests.conftest import ROOT
 from training import augment, cli, corpus, fit, network, trainset, validate
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer.offline import frames_of_file
-from analyzer.plausibility import frame_problem
+from analyzer.ingest.plausibility import frame_problem
+from analyzer.offline.analysis import frames_of_file
 from sensor.errors import WireError
 from sensor.wire import Frame, decode_frame, encode_frame
 

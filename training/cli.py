@@ -8,7 +8,7 @@
 ``trainset`` turns a folder of audio plus a manifest into classifier training examples
 (:mod:`training.trainset`). ``fit`` is one seeded command: it builds the training set when
 ``--trainset`` does not exist yet (about 26 minutes on 2 cores), computes the network's inputs
-with ``analyzer.classifier`` (the code the analyzer runs), trains the small convolutional
+with ``analyzer.detect.classifier`` (the code the analyzer runs), trains the small convolutional
 network with PyTorch on random 5 s crops (per-step logistic loss plus a loss on each crop's
 highest score, feature-level band shifts and masks), folds its batch norms and exports it to a
 plain ``.npz`` that numpy runs, checks the export against PyTorch, validates on the held-out
@@ -31,7 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from analyzer.classifier import (
+from analyzer.config import DetectorSettings
+from analyzer.detect.classifier import (
     DEFAULT_MODEL_PATH,
     N_BANDS,
     N_MELS,
@@ -40,7 +41,6 @@ from analyzer.classifier import (
     load_model,
     logits_of_stream,
 )
-from analyzer.config import DetectorSettings
 from training import trainset
 from training.corpus import licence_counts, read_manifests
 from training.fit import (

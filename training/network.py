@@ -1,5 +1,5 @@
 """The classifier's network: its layout, the torch twin that training fits, and the export of
-the fitted network to the numpy model file the analyzer runs (:mod:`analyzer.classifier`).
+the fitted network to the numpy model file the analyzer runs (:mod:`analyzer.detect.classifier`).
 
 PyTorch is imported only inside the functions that build or read a torch network, so the rest
 of the package (and the training set's command) runs without it.
@@ -12,7 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from analyzer.classifier import INPUT_VERSION, N_BANDS, N_CHANNELS, N_MELS, POOL, DogModel, Layer
+from analyzer.detect.classifier import (
+    INPUT_VERSION,
+    N_BANDS,
+    N_CHANNELS,
+    N_MELS,
+    POOL,
+    DogModel,
+    Layer,
+)
 
 # Network layout: (kind, out channels, kernel over time, dilation, band pooling); conv2d
 # kernels are 3 bands x 3 steps. Cost is ~54k multiply-adds per 20 ms step (see the card).
@@ -67,7 +75,8 @@ def context_steps(architecture: Architecture = ARCHITECTURE) -> int:
 
 def build_network(architecture: Architecture = ARCHITECTURE, dropout: float = DROPOUT,
                   input_bands: int = N_BANDS) -> Any:  # fmt: skip
-    """The torch twin of :class:`analyzer.classifier.ConvNet` (batch norm folded at export)."""
+    """The torch twin of :class:`analyzer.detect.classifier.ConvNet` (batch norm folded at
+    export)."""
     import torch
     from torch import nn
 

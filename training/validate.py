@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from analyzer.classifier import DogClassifier, DogModel
 from analyzer.config import DetectorSettings
-from analyzer.evaluate import average_precision, event_counts, recall_at_far
-from analyzer.events import EventTracker
+from analyzer.detect.classifier import DogClassifier, DogModel
+from analyzer.detect.events import EventTracker
+from analyzer.offline.evaluate import average_precision, event_counts, recall_at_far
 from training.corpus import RATE, is_validation_group, load_audio, read_manifests
 from training.trainset import mel_of_audio, scaled_to_dbfs
 

@@ -1,0 +1,1 @@
+"""Acoustics of a site: the installation record, propagation to 100 ft, audibility."""

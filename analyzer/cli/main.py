@@ -1,0 +1,263 @@
+"""``barkwatch``: the server-side command (see ``--help``)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from analyzer import __version__
+from analyzer.errors import AnalyzerError
+from sensor.errors import SensorError
+
+if TYPE_CHECKING:
+    from analyzer.offline.analysis import FileAnalysis
+
+log = logging.getLogger("barkwatch")
+
+DESCRIPTION = """\
+Barkwatch server side. 'analyze' runs the whole pipeline on sound files in one process (no
+broker, no database) and prints JSON; 'analyzer run' is the live service that subscribes to
+every sensor and stores evidence in InfluxDB; 'demo' starts local services and replays the
+bundled recording through sensor, broker, analyzer and database. 'ca', 'broker' and 'device'
+set up a secured broker and manage device credentials (broker_config/README.md)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser."""
+    parser = argparse.ArgumentParser(prog="barkwatch", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING"],
+        help="logging detail (default INFO)",
+    )
+    sub = parser.add_subparsers(dest="command")
+
+    analyze = sub.add_parser(
+        "analyze",
+        help="analyse sound files offline and print one JSON document per file",
+        description="Measure each file exactly as a sensor would and run the analyzer's "
+        "pipeline on it. Prints one barkwatch.analysis/1 JSON document per file, "
+        "one per line (schema in the README). A file that cannot be read is named on "
+        "stderr and gets no document; one whose audio turns bad part-way (a NaN or "
+        "infinite sample, data that stops decoding) keeps what was measured before and "
+        "says where and why in 'failure'. Every file is tried; the exit status is 1 if "
+        "any failed, else 0.",
+    )
+    analyze.add_argument("files", nargs="+", metavar="FILE", help="sound files (WAV, FLAC, ...)")
+    analyze.add_argument(
+        "--format",
+        choices=["json", "text"],
+        default="json",
+        help="JSON lines (default) or a readable summary",
+    )
+    analyze.add_argument(
+        "--include-frames",
+        action="store_true",
+        help="add per-second levels and band levels ('frames')",
+    )
+    analyze.add_argument(
+        "--full-scale-db",
+        type=float,
+        default=120.0,
+        metavar="L",
+        help="calibration: a signal whose RMS is digital full scale reads L dB SPL (default 120)",
+    )
+    analyze.add_argument(
+        "--site",
+        metavar="FILE",
+        help="installation record (barkwatch site create): adds the level 100 ft beyond the "
+        "premises boundary and the plainly-audible decision to every event",
+    )
+    analyze.add_argument(
+        "--config",
+        metavar="FILE",
+        help="analyzer configuration whose [detector], [audibility] and [rules] to use",
+    )
+
+    service = sub.add_parser("analyzer", help="the live analyzer service")
+    service_sub = service.add_subparsers(dest="action")
+    run = service_sub.add_parser("run", help="subscribe, analyse and store until stopped")
+    run.add_argument("--config", required=True, help="analyzer configuration file (TOML)")
+    check = service_sub.add_parser("validate-config", help="check a configuration file")
+    check.add_argument("--config", help="analyzer configuration file (TOML)")
+    check.add_argument(
+        "--describe", action="store_true", help="print every key with its default and meaning"
+    )
+
+    demo = sub.add_parser("demo", help="run the whole system locally on the bundled recording")
+    demo.add_argument("--input", metavar="FILE", help="replay this file instead")
+    demo.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="keep the services up after the replay until Ctrl-C",
+    )
+
+    from analyzer.cli.findings import add_findings_parser
+    from analyzer.cli.provision import add_parsers
+    from analyzer.cli.site import add_site_parser
+
+    add_parsers(sub)
+    add_site_parser(sub)
+    add_findings_parser(sub)
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="score detection against annotated recordings (precision, recall, F1, PR curve)",
+        description="Analyse every audio file in DIR; NAME.annotations.csv or NAME.csv "
+        "(onset_s,offset_s,label) beside it marks its dog vocalizations, none means no dog. "
+        "Prints a JSON summary; writes summary.json and pr_curve.png to --out.",
+    )
+    evaluate.add_argument("dir", metavar="DIR", help="folder of audio files and annotations")
+    evaluate.add_argument("--out", default="barkwatch-evaluation", help="output folder")
+    evaluate.add_argument("--full-scale-db", type=float, default=120.0, metavar="L",
+                          help="calibration assumed for the files (default 120)")
+    evaluate.add_argument("--config", help="analyzer configuration whose [detector] to use")
+    return parser
+
+
+def _analyze(args: argparse.Namespace) -> int:
+    from analyzer.acoustics.site import load_site
+    from analyzer.config import AnalyzerConfig, load_analyzer_config
+    from analyzer.offline.analysis import analyze
+
+    config = load_analyzer_config(args.config) if args.config else AnalyzerConfig()
+    site = load_site(args.site) if args.site else None
+    failed: list[str] = []
+    for path in args.files:
+        # One file's trouble never stops the others; the exit status reports it at the end.
+        try:
+            analysis = analyze(
+                path, args.full_scale_db, args.include_frames, config.detector, site,
+                config.audibility, config.rules,
+            )
+            try:
+                _print_analysis(analysis, path, args.format)
+            finally:
+                analysis.close()
+        except (SensorError, AnalyzerError) as exc:
+            named = str(exc) if path in str(exc) else f"{path}: {exc}"
+            print(f"barkwatch: error: {named}", file=sys.stderr)
+            failed.append(path)
+            continue
+        except Exception:  # a defect: say so with its traceback, and go on
+            log.exception("%s: analysis failed unexpectedly", path)
+            failed.append(path)
+            continue
+        if analysis.failed:
+            print(f"barkwatch: error: {analysis.document['failure']['reason']}", file=sys.stderr)
+            failed.append(path)
+    if failed:
+        print(f"barkwatch: {len(failed)} of {len(args.files)} file(s) failed: "
+              + ", ".join(failed), file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _print_analysis(analysis: FileAnalysis, path: str, output_format: str) -> None:
+    if output_format == "json":
+        analysis.write_json(sys.stdout)
+        sys.stdout.flush()
+        return
+    document = analysis.document
+    print(
+        f"{path}: {document['duration_s']:.1f} s, {len(document['events'])} dog "
+        f"event(s), max dog score {document['max_dog_score']:.2f}"
+    )
+    for warning in document.get("warnings", []):
+        print(f"  warning: {warning}")
+    for event in document["events"]:
+        print(
+            f"  {event['onset_s']:8.2f}-{event['offset_s']:8.2f} s  {event['label']}"
+            f"  conf {event['confidence']:.2f}  LAeq {event['laeq_db']:.1f} dB"
+            f"  LAFmax {event['lafmax_db']:.1f} dB"
+        )
+    if "failure" in document:
+        print(f"  FAILED at {document['failure']['time_s']:.3f} s (sample "
+              f"{document['failure']['sample_index']}); the lines above cover the audio "
+              "before it")
+
+
+def _analyzer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from analyzer.config import describe_analyzer_config, load_analyzer_config
+
+    if args.action == "validate-config":
+        if args.describe:
+            print(describe_analyzer_config())
+            return 0
+        if not args.config:
+            parser.error("analyzer validate-config needs --config FILE (or --describe)")
+        from sensor.config import check_connection_settings
+
+        check_connection_settings(load_analyzer_config(args.config).mqtt)  # as `run` would
+        print(f"{args.config}: valid")
+        return 0
+    if args.action != "run":
+        parser.error("analyzer needs an action: run or validate-config")
+    from analyzer.ingest.service import Analyzer
+
+    analyzer = Analyzer(load_analyzer_config(args.config))
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    analyzer.start()
+    while not stop.wait(1.0):
+        if analyzer.failure is not None:  # exit so that systemd restarts it, no zombie
+            log.error("analyzer worker stopped (%s); exiting", analyzer.failure)
+            analyzer.stop()
+            return 1
+    analyzer.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``barkwatch``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        if args.command == "analyze":
+            return _analyze(args)
+        if args.command == "analyzer":
+            return _analyzer(args, parser)
+        if args.command == "evaluate":
+            from analyzer.offline.evaluate import run_evaluate
+
+            return run_evaluate(args.dir, args.out, args.full_scale_db, args.config)
+        if args.command == "demo":
+            from analyzer.cli.demo import run_demo
+
+            return run_demo(args.input, keep_running=args.keep_running)
+        if args.command == "site":
+            from analyzer.cli.site import run_site
+
+            return run_site(args)
+        if args.command == "findings":
+            from analyzer.cli.findings import run_findings
+
+            return run_findings(args)
+        if args.command in ("ca", "broker", "device"):
+            from analyzer.cli.provision import run
+
+            return run(args, parser)
+        parser.print_help()
+        return 2
+    except (SensorError, AnalyzerError) as exc:
+        print(f"barkwatch: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

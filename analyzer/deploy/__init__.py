@@ -1,0 +1,1 @@
+"""Deployment: the CA, broker passwords, broker and device provisioning, local services."""

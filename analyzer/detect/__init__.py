@@ -1,0 +1,1 @@
+"""Detecting dog vocalizations in mel frames: the classifier, its scorer, event tracking."""

@@ -1,0 +1,178 @@
+"""Per-step dog scores become events: hysteresis, a minimum duration and a merge gap.
+
+The scores arrive already smoothed (``smoothing_s``, a centred moving average in
+``analyzer.detect.classifier``). Double-threshold hysteresis: an event is a run of steps scoring at
+least ``off_threshold`` in which some step reaches ``on_threshold`` — it opens where the score
+rose above the off threshold (not where it first reached the on threshold) and closes where it
+falls below the off threshold; events closer than ``merge_gap_s`` become one; events shorter
+than ``min_duration_s`` are dropped. The confidence of an event is its peak score.
+
+Pure logic over arrays; times are capture times in ns so that live and offline analysis
+give the same events for the same frames.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analyzer.detect.settings import DetectorSettings
+
+
+@dataclass(frozen=True)
+class DogEvent:
+    """One dog vocalization (or a merged run of them)."""
+
+    device_id: str
+    onset_ns: int
+    offset_ns: int
+    label: str
+    confidence: float
+    laeq_db: float
+    lafmax_db: float
+    model_version: str
+
+    @property
+    def duration_s(self) -> float:
+        """Length of the event, seconds."""
+        return (self.offset_ns - self.onset_ns) / 1e9
+
+
+@dataclass
+class _Open:
+    onset_ns: int
+    offset_ns: int
+    peak_score: float
+    energy_sum: float  # sum of 10**(LAeq/10) over steps (equal step lengths)
+    steps: int
+    lafmax_db: float
+
+    def add(self, t1_ns: int, score: float, laeq_db: float, laf_db: float) -> None:
+        """Extend by one step ending at ``t1_ns``."""
+        self.offset_ns = t1_ns
+        self.peak_score = max(self.peak_score, score)
+        self.energy_sum += 10.0 ** (laeq_db / 10.0)
+        self.steps += 1
+        self.lafmax_db = max(self.lafmax_db, laf_db)
+
+    def absorb(self, other: _Open) -> None:
+        """Take in a later run of steps (a merge)."""
+        self.offset_ns = other.offset_ns
+        self.peak_score = max(self.peak_score, other.peak_score)
+        self.energy_sum += other.energy_sum
+        self.steps += other.steps
+        self.lafmax_db = max(self.lafmax_db, other.lafmax_db)
+
+
+def _run_of(start_ns: int, hop_ns: int, scores: np.ndarray, laeq_db: np.ndarray,
+            laf_db: np.ndarray) -> _Open:  # fmt: skip
+    """The steps given, as one run starting at ``start_ns``."""
+    return _Open(start_ns, start_ns + scores.size * hop_ns, float(scores.max()),
+                 float(np.sum(10.0 ** (laeq_db / 10.0))), int(scores.size),
+                 float(laf_db.max()))  # fmt: skip
+
+
+class EventTracker:
+    """Turns per-step scores and levels into :class:`DogEvent` objects for one device."""
+
+    def __init__(self, device_id: str, settings: DetectorSettings, model_version: str) -> None:
+        self.device_id = device_id
+        self.settings = settings
+        self.model_version = model_version
+        self._current: _Open | None = None  # reached the on threshold, still above the off one
+        self._held: _Open | None = None  # ended, waiting to see whether the next one merges
+        self._rising: _Open | None = None  # above the off threshold, not yet at the on one
+
+    def feed(
+        self,
+        start_ns: int,
+        hop_s: float,
+        scores: np.ndarray,
+        laeq_db: np.ndarray,
+        laf_db: np.ndarray,
+    ) -> list[DogEvent]:
+        """Consume consecutive steps starting at ``start_ns``; return events that ended."""
+        done: list[DogEvent] = []
+        hop_ns = round(hop_s * 1e9)
+        s = self.settings
+        scores = np.asarray(scores, dtype=np.float64)
+        if scores.size == 0:
+            return done
+        if self._current is None and self._held is None and not np.any(scores >= s.on_threshold):
+            self._follow_rising(start_ns, hop_ns, scores, laeq_db, laf_db)
+            return done  # nothing open and nothing opens: the common case, without a loop
+        gap_ns = s.merge_gap_s * 1e9
+        for i, score in enumerate(scores):
+            t0 = start_ns + i * hop_ns
+            t1 = t0 + hop_ns
+            if self._current is not None:
+                if score < s.off_threshold:
+                    self._held, self._current = self._current, None
+                else:
+                    self._current.add(t1, float(score), float(laeq_db[i]), float(laf_db[i]))
+                continue
+            if score >= s.off_threshold:
+                if self._rising is None:
+                    self._rising = _Open(t0, t0, 0.0, 0.0, 0, -np.inf)
+                self._rising.add(t1, float(score), float(laeq_db[i]), float(laf_db[i]))
+            else:
+                self._rising = None
+            held = self._held
+            if held is not None and t0 - held.offset_ns >= gap_ns and (
+                self._rising is None or self._rising.onset_ns - held.offset_ns >= gap_ns
+            ):
+                done.extend(self._emit(held))
+                self._held = None
+            if self._rising is not None and score >= s.on_threshold:
+                if self._held is not None:  # rose within the merge gap: continue that event
+                    self._held.absorb(self._rising)
+                    self._current, self._held = self._held, None
+                else:
+                    self._current = self._rising
+                self._rising = None
+        return done
+
+    def _follow_rising(self, start_ns: int, hop_ns: int, scores: np.ndarray, laeq_db: np.ndarray,
+                       laf_db: np.ndarray) -> None:  # fmt: skip
+        """Keep the run of steps above the off threshold that ends these steps (none reach
+        the on threshold): an event that opens later starts where that run began."""
+        below = np.flatnonzero(scores < self.settings.off_threshold)
+        first = 0 if below.size == 0 else int(below[-1]) + 1
+        if first == scores.size:
+            self._rising = None
+            return
+        run = _run_of(start_ns + first * hop_ns, hop_ns, scores[first:], laeq_db[first:],
+                      laf_db[first:])  # fmt: skip
+        if first == 0 and self._rising is not None:
+            self._rising.absorb(run)
+        else:
+            self._rising = run
+
+    def flush(self) -> list[DogEvent]:
+        """End whatever is open (end of file, or a gap in the data)."""
+        done: list[DogEvent] = []
+        for pending in (self._held, self._current):
+            if pending is not None:
+                done.extend(self._emit(pending))
+        self._held = self._current = self._rising = None
+        return done
+
+    def _emit(self, event: _Open) -> list[DogEvent]:
+        if (
+            event.steps == 0
+            or event.offset_ns - event.onset_ns < self.settings.min_duration_s * 1e9
+        ):
+            return []
+        return [
+            DogEvent(
+                device_id=self.device_id,
+                onset_ns=event.onset_ns,
+                offset_ns=event.offset_ns,
+                label="dog",
+                confidence=round(event.peak_score, 4),
+                laeq_db=round(float(10.0 * np.log10(event.energy_sum / event.steps)), 2),
+                lafmax_db=round(event.lafmax_db, 2),
+                model_version=self.model_version,
+            )
+        ]

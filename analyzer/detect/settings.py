@@ -1,0 +1,35 @@
+"""Settings of the dog-vocalization scorer and the event tracker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sensor.configfile import setting
+
+
+@dataclass(frozen=True)
+class DetectorSettings:
+    """The dog-vocalization classifier and the event tracker (analyzer.detect.classifier, events).
+
+    Scores are per 20 ms step, 0..1. Defaults were chosen on held-out recordings
+    (models/MODEL_CARD.md) for few false alarms on long non-dog soundscapes.
+    """
+
+    model_path: str = setting(
+        "", "classifier model file (.npz from scripts/train_classifier.py); empty = bundled"
+    )
+    smoothing_s: float = setting(
+        0.1, "centred moving average of step scores, s (adds half of it to the delay)", 0.0, 2.0
+    )
+    min_band_level_db: float = setting(
+        0.0,
+        "steps whose loudest mel band (over the model's context) is below this, dB SPL, score 0",
+        -100.0,
+        100.0,
+    )
+    on_threshold: float = setting(0.95, "an event needs a score at least this high", 0.0, 1.0)
+    off_threshold: float = setting(
+        0.75, "an event spans the steps around it scoring at least this", 0.0, 1.0
+    )
+    min_duration_s: float = setting(0.1, "shortest event kept, s", 0.0, 10.0)
+    merge_gap_s: float = setting(0.5, "events closer than this merge, s", 0.0, 30.0)

@@ -1,0 +1,1 @@
+"""Taking frames in: the MQTT service, plausibility, ordering, per-device live analysis."""

@@ -1,0 +1,657 @@
+"""The live analyzer: MQTT in, validation, per-device pipeline, InfluxDB out.
+
+Wiring, in order: ``init_storage`` (database exists), ``start_mqtt`` (persistent session,
+manual acknowledgements), ``run`` (one worker thread owns every piece of mutable state).
+
+Nothing accepted is lost: a frame's MQTT message is acknowledged only after InfluxDB stored
+its point. While InfluxDB is down the worker retries with capped backoff and acknowledges
+nothing, so the broker keeps the frames (persistent session, QoS 1). After a reconnect the
+broker re-sends what was unacknowledged; duplicates are dropped on (device, seq, capture
+time). Malformed, oversized or mismatched messages are counted, logged and acknowledged
+(dropped); so is a message whose handling raised anything else (``handler_errors``): one
+message never stops the worker. Decoded frames are checked further
+(``analyzer.ingest.plausibility``): an inconsistent one is dropped as malformed, one with an
+implausible capture time is stored flagged (``implausible_time``) and not scored. A frame that
+waits in the reorder buffer for a missing predecessor is stored (unscored) and acknowledged at
+once, so waiting frames never fill the broker's in-flight window; its score is written when it
+is released (the gap filled, or given up after ``reorder_wait_s``). Points InfluxDB refuses
+are set aside (``RefusedPoints``), counted and acknowledged, never retried forever. A device
+silent for ``forget_device_after_s`` has its state freed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from influxdb_client import Point
+
+from analyzer.acoustics.site import load_site
+from analyzer.config import AnalyzerConfig
+from analyzer.detect.classifier import N_MELS
+from analyzer.errors import AnalyzerError, InfluxUnavailable
+from analyzer.ingest.device import DeviceAnalysis, DeviceOutput
+from analyzer.ingest.ordering import ReorderBuffer
+from analyzer.ingest.plausibility import frame_problem, shape_problem, time_problem
+from analyzer.ordinance.evidence import EvidenceChain
+from analyzer.store.influx import (
+    InfluxClient,
+    RefusedPoints,
+    health_point,
+    level_point,
+    stats_point,
+    status_point,
+    write_with_retry,
+)
+from sensor.errors import ConfigError, WireError
+from sensor.features import HOP_S
+from sensor.publisher import connect_async, make_client
+from sensor.wire import TOPIC_ROOT, Frame, decode_frame, device_from_topic
+
+log = logging.getLogger(__name__)
+
+SUBSCRIPTIONS = [
+    (f"{TOPIC_ROOT}/frames/+", 1),
+    (f"{TOPIC_ROOT}/heartbeat/+", 1),
+    (f"{TOPIC_ROOT}/status/+", 1),
+]
+STORED_FRAMES_PER_DEVICE = 100_000
+FLUSH_AFTER_S = 0.5
+HOUSEKEEPING_EVERY_S = 1.0
+IMPLAUSIBLE_LOG_EVERY = 600  # per device: log the first implausible frame, then every 600th
+# A heartbeat is about 600 bytes (README example); 16 KiB leaves room for new fields while
+# bounding what json.loads is given.
+MAX_HEARTBEAT_BYTES = 16 * 1024
+HANDLER_TRACEBACKS = 10  # full tracebacks for the first unexpected errors, one line after
+WORKER_ERROR_BACKOFF_S = 1.0
+# Every frame must fit the detector: its mel band count and the sensor's fixed step. Judged
+# against these constants, not the device's first frame, so one bad frame cannot decide how
+# the device's later frames are treated.
+FRAME_SHAPE = (N_MELS, HOP_S)
+
+
+@dataclass
+class AnalyzerCounters:
+    """Everything the analyzer counts; written as ``analyzer_stats`` and logged."""
+
+    received: int = 0
+    frames_stored: int = 0
+    events_stored: int = 0
+    findings_stored: int = 0
+    duplicates: int = 0
+    malformed: int = 0
+    oversize: int = 0
+    device_mismatch: int = 0
+    implausible_time: int = 0
+    bad_topic: int = 0
+    late_frames: int = 0
+    frames_held: int = 0  # stored ahead of a missing predecessor, scored once released
+    gaps_given_up: int = 0
+    frames_lost: int = 0  # sequence numbers never received when their gap was given up
+    sequence_restarts: int = 0
+    heartbeats: int = 0
+    heartbeat_malformed: int = 0
+    status_changes: int = 0
+    status_malformed: int = 0
+    handler_errors: int = 0  # messages whose handling raised unexpectedly: dropped
+    scoring_errors: int = 0  # frames stored unscored because scoring raised
+    worker_errors: int = 0
+    influx_retries: int = 0
+    influx_rejected_batches: int = 0
+    points_refused: int = 0
+    devices_forgotten: int = 0
+    broker_disconnects: int = 0
+
+
+Ack = tuple[int, int, int]  # (connection generation, MQTT message id, QoS)
+Key = tuple[str, int, int]  # (device id, sequence number, capture time ns)
+
+
+def _iso(time_ns: int) -> str:
+    """A capture time for a log line, UTC to the millisecond."""
+    try:
+        return datetime.fromtimestamp(time_ns / 1e9, tz=UTC).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return "an unrepresentable time"
+
+
+class _StoredFrames:
+    """(sequence number, capture time) of one device's stored frames, bounded, the oldest
+    forgotten first. Capture time is part of the key: a sensor whose outbox was wiped reuses
+    sequence numbers for new frames, which are not duplicates."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._keys: dict[tuple[int, int], None] = {}  # insertion order = age
+
+    def __contains__(self, key: tuple[int, int]) -> bool:
+        return key in self._keys
+
+    def add(self, key: tuple[int, int]) -> None:
+        self._keys[key] = None
+        if len(self._keys) > self.limit:
+            del self._keys[next(iter(self._keys))]
+
+
+@dataclass
+class _Device:
+    """Everything the analyzer keeps about one device; dropped together when it goes quiet."""
+
+    reorder: ReorderBuffer
+    stored: _StoredFrames
+    last_seen_s: float
+    analysis: DeviceAnalysis | None = None
+    implausible: int = 0
+
+
+class Analyzer:
+    """Subscribes to every device and stores levels, events and health in InfluxDB.
+
+    ``clock`` (monotonic seconds) times batches, stats, reorder waits and idle devices.
+    """
+
+    def __init__(self, config: AnalyzerConfig, clock: Callable[[], float] = time.monotonic
+                 ) -> None:
+        self.config = config
+        self.counters = AnalyzerCounters()
+        self.influx = InfluxClient(config.influx)
+        self.refused = RefusedPoints(config.influx.refused_points_file,
+                                     config.influx.refused_points_max_bytes)
+        self.stop_event = threading.Event()
+        # Set once the broker has granted the subscriptions (SUBACK), not merely on CONNACK:
+        # a frame published between the two would otherwise reach no one.
+        self.connected = threading.Event()
+        self._clock = clock
+        self._failure: str | None = None
+        self._inbox: queue.Queue[tuple[int, mqtt.MQTTMessage]] = queue.Queue()
+        self._generation = 0
+        self._devices: dict[str, _Device] = {}
+        self._chain = EvidenceChain()
+        self._unstored: dict[Key, list[Ack]] = {}
+        self._ack_placed = False
+        self._batch: list[str] = []  # line protocol
+        self._batch_keys: list[Key | None] = []  # the frame each line stores, if any
+        self._batch_bytes = 0
+        self._batch_acks: list[Ack] = []
+        self._batch_started = 0.0
+        self._next_stats = 0.0
+        self._next_housekeeping = 0.0
+        self._worker = threading.Thread(target=self._run, name="analyzer-worker", daemon=True)
+        self.client = make_client(config.client_id, config.mqtt, persistent=True)
+        self.client.manual_ack_set(True)
+        self.client.on_connect = self._on_connect
+        self.client.on_disconnect = self._on_disconnect
+        self.client.on_subscribe = self._on_subscribe
+        self.client.on_message = self._on_message
+
+    # --- start-up ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Connect to the broker and start the worker (which first makes sure the database
+        exists, retrying while InfluxDB is unreachable)."""
+        connect_async(self.client, self.config.mqtt, persistent=True)
+        self.client.loop_start()
+        self._worker.start()
+
+    def stop(self) -> None:
+        """Store what is ready, then disconnect. Unstored frames stay with the broker."""
+        self.stop_event.set()
+        if self._worker.is_alive():
+            self._worker.join(timeout=30)
+        self.client.disconnect()
+        self.client.loop_stop()
+        log.info("analyzer stopped: %s", self.summary())
+
+    @property
+    def failure(self) -> str | None:
+        """Why the worker thread ended before :meth:`stop` was called, or None while it runs
+        (``barkwatch analyzer run`` then exits with status 1 so that systemd restarts it)."""
+        if self._failure is not None:
+            return self._failure
+        if self._worker.ident is not None and not self._worker.is_alive() \
+                and not self.stop_event.is_set():
+            return "the worker thread ended"
+        return None
+
+    @property
+    def tracked_devices(self) -> list[str]:
+        """Devices whose analysis state is held (seen within ``forget_device_after_s``)."""
+        return list(self._devices)
+
+    def summary(self) -> str:
+        """The counters on one line."""
+        return ", ".join(f"{k}={v}" for k, v in asdict(self.counters).items() if v)
+
+    # --- paho callbacks (network thread): hand on and return ---------------------------------
+    def _on_connect(
+        self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
+        if reason.is_failure:
+            log.error("broker refused the analyzer: %s", reason)
+            return
+        self._generation += 1
+        client.subscribe(SUBSCRIPTIONS)
+        log.info(
+            "analyzer connected to %s:%d (session present: %s)",
+            self.config.mqtt.host,
+            self.config.mqtt.port,
+            flags.session_present,
+        )
+
+    def _on_subscribe(
+        self, client: mqtt.Client, userdata: Any, mid: int, reasons: Any, properties: Any
+    ) -> None:
+        refused = [str(r) for r in reasons if r.is_failure]
+        if refused:
+            log.error("broker refused the analyzer's subscriptions %s: %s", SUBSCRIPTIONS,
+                      ", ".join(refused))
+            return
+        self.connected.set()
+
+    def _on_disconnect(
+        self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any
+    ) -> None:
+        self.connected.clear()
+        if not self.stop_event.is_set():
+            self.counters.broker_disconnects += 1  # a lone int update: safe across threads
+            log.warning("analyzer lost the broker (%s); reconnecting with backoff", reason)
+
+    def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        # Bounded by the broker's in-flight window: nothing is acknowledged before it is stored.
+        self._inbox.put((self._generation, message))
+
+    # --- worker ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._init_storage()
+            while not self.stop_event.is_set():
+                try:
+                    self._step()
+                except Exception as exc:  # the worker must outlive any one failure
+                    self.counters.worker_errors += 1
+                    log.error("analyzer worker: %s: %s; going on in %.0f s",
+                              type(exc).__name__, exc, WORKER_ERROR_BACKOFF_S, exc_info=True)
+                    self.stop_event.wait(WORKER_ERROR_BACKOFF_S)
+            if self._batch or self._batch_acks:
+                self._flush()
+        except BaseException as exc:
+            self._failure = f"{type(exc).__name__}: {exc}"
+            log.critical("analyzer worker died: %s", self._failure, exc_info=True)
+
+    def _step(self) -> None:
+        try:
+            generation, message = self._inbox.get(timeout=0.1)
+        except queue.Empty:
+            pass
+        else:
+            self._handle(generation, message)
+        now = self._clock()
+        if (self._batch_acks or self._batch) and (
+            self._inbox.empty()
+            or now - self._batch_started >= FLUSH_AFTER_S
+            or len(self._batch) >= self.config.influx.batch_points
+            or self._batch_bytes >= self.config.influx.batch_bytes
+        ):
+            self._flush()
+        if now >= self._next_housekeeping:
+            self._housekeep(now)
+        if now >= self._next_stats:
+            self._write_stats(now)
+
+    def _init_storage(self) -> None:
+        delay = 0.1
+        while not self.stop_event.is_set():
+            try:
+                self.influx.create_database()
+                return
+            except InfluxUnavailable as exc:
+                log.warning("%s; retrying in %.1f s", exc, delay)
+                self.stop_event.wait(delay)
+                delay = min(delay * 2, self.config.influx.retry_max_s)
+
+    def _ack_later(self, ack: Ack) -> None:
+        self._ack_placed = True
+        if ack[2] == 0:
+            return  # QoS 0: there is nothing to acknowledge (a PUBACK would be a protocol error)
+        if not self._batch and not self._batch_acks:
+            self._batch_started = self._clock()
+        self._batch_acks.append(ack)
+
+    def _add_point(self, point: Point, key: Key | None = None) -> None:
+        line = point.to_line_protocol()
+        if not line:
+            return  # a point without fields (e.g. an empty heartbeat) stores nothing
+        if not self._batch and not self._batch_acks:
+            self._batch_started = self._clock()
+        self._batch.append(line)
+        self._batch_keys.append(key)
+        self._batch_bytes += len(line) + 1
+
+    def _handle(self, generation: int, message: mqtt.MQTTMessage) -> None:
+        self.counters.received += 1
+        ack = (generation, message.mid, message.qos)
+        self._ack_placed = False
+        try:
+            self._dispatch(message, ack)
+        except Exception as exc:  # one message must never stop the worker (issue 27)
+            self.counters.handler_errors += 1
+            topic = bytes(getattr(message, "_topic", b"")).decode(errors="replace")
+            log.error("dropped a message on %r: handling it raised %s: %s", topic[:200],
+                      type(exc).__name__, exc,
+                      exc_info=self.counters.handler_errors <= HANDLER_TRACEBACKS)
+            if not self._ack_placed:
+                self._ack_later(ack)
+
+    def _dispatch(self, message: mqtt.MQTTMessage, ack: Ack) -> None:
+        try:
+            kind, device = device_from_topic(message.topic)
+        except WireError as exc:
+            self.counters.bad_topic += 1
+            log.warning("dropped message: %s", exc)
+            self._ack_later(ack)
+            return
+        payload = bytes(message.payload)
+        if kind == "frames":
+            self._handle_frame(device, payload, ack)
+            return
+        try:
+            if kind == "heartbeat":
+                self._handle_heartbeat(device, payload)
+            elif kind == "status":
+                self._handle_status(device, payload)
+            else:
+                self.counters.bad_topic += 1
+                log.warning("dropped message on unknown topic %s", message.topic)
+        except AnalyzerError as exc:
+            if kind == "heartbeat":
+                self.counters.heartbeat_malformed += 1
+            else:
+                self.counters.status_malformed += 1
+            log.warning("dropped %s message from %s: %s", kind, device, exc)
+        self._ack_later(ack)
+
+    def _decode_frame(self, device: str, payload: bytes) -> Frame | None:
+        """The frame if it is one this device could have sent; None (counted, logged) if not."""
+        if len(payload) > self.config.max_payload_bytes:
+            self.counters.oversize += 1
+            log.warning(
+                "dropped frame from %s: %d bytes exceeds the limit of %d bytes",
+                device,
+                len(payload),
+                self.config.max_payload_bytes,
+            )
+            return None
+        try:
+            frame = decode_frame(payload, max_bytes=self.config.max_payload_bytes)
+        except WireError as exc:
+            self.counters.malformed += 1
+            log.warning("dropped malformed frame on topic of %s: %s", device, exc)
+            return None
+        if frame.device_id != device:
+            self.counters.device_mismatch += 1
+            log.warning(
+                "dropped frame: device id %r disagrees with its topic's %r", frame.device_id, device
+            )
+            return None
+        problem = frame_problem(frame) or shape_problem(frame, FRAME_SHAPE)
+        if problem:
+            self.counters.malformed += 1
+            log.warning("dropped implausible frame %d from %s: %s", frame.seq, device, problem)
+            return None
+        return frame
+
+    def _handle_frame(self, device: str, payload: bytes, ack: Ack) -> None:
+        frame = self._decode_frame(device, payload)
+        if frame is None:
+            self._ack_later(ack)
+            return
+        state = self._devices.get(device)
+        if state is None:  # per-device state is made only for a frame that passed every check
+            state = self._devices[device] = _Device(
+                ReorderBuffer(self.config.reorder_window_frames, self.config.reorder_wait_s),
+                _StoredFrames(STORED_FRAMES_PER_DEVICE),
+                self._clock(),
+            )
+        state.last_seen_s = self._clock()
+        key = (device, frame.seq, frame.capture_ns)
+        if key[1:] in state.stored:
+            self.counters.duplicates += 1
+            self._ack_later(ack)
+            return
+        if key in self._unstored:  # a copy is on its way to storage: ack both once stored
+            self.counters.duplicates += 1
+            self._unstored[key].append(ack)
+            self._ack_placed = True
+            return
+        time_issue = time_problem(
+            frame.capture_ns,
+            time.time_ns(),
+            self.config.max_frame_age_s,
+            self.config.max_clock_ahead_s,
+        )
+        if time_issue:
+            self._flag_implausible_time(frame, state, time_issue)
+        else:
+            self._order_and_score(frame, state)
+        # Last: the ack waits for the point queued above (acknowledged when it is stored).
+        self._unstored[key] = [ack]
+        self._ack_placed = True
+
+    def _order_and_score(self, frame: Frame, state: _Device) -> None:
+        reorder = state.reorder
+        late, restarts, expected = reorder.late, reorder.restarts, reorder.next_seq
+        ready = self._count_gaps(frame.device_id, reorder, reorder.push, frame, self._clock())
+        if reorder.restarts > restarts:
+            self.counters.sequence_restarts += 1
+            log.warning(
+                "%s restarted its sequence numbers: frame %d, captured at %s (%d ns), came "
+                "where %s was expected and after every frame so far (a wiped outbox or a "
+                "replaced sensor?); its frames are stored and scored as new ones",
+                frame.device_id, frame.seq, _iso(frame.capture_ns), frame.capture_ns, expected,
+            )
+        if reorder.late > late:  # older than what was already scored: store unscored
+            self.counters.late_frames += 1
+            self._queue_frame(frame, None, stores=True)
+        elif not any(f is frame for f in ready):
+            # Held for a missing predecessor: stored now, so that its MQTT message is
+            # acknowledged and held frames never fill the broker's in-flight window; its
+            # score is written when it is released.
+            self.counters.frames_held += 1
+            self._queue_frame(frame, None, stores=True)
+        self._score(frame.device_id, state, ready, current=frame)
+
+    def _count_gaps(self, device: str, reorder: ReorderBuffer,
+                    release: Callable[..., list[Frame]], *args: Any) -> list[Frame]:
+        """``release(*args)`` of ``reorder``, counting and logging the gaps it gave up."""
+        gaps, skipped = reorder.gaps, reorder.skipped
+        ready = release(*args)
+        if reorder.gaps > gaps:
+            self.counters.gaps_given_up += reorder.gaps - gaps
+            self.counters.frames_lost += reorder.skipped - skipped
+            log.warning("%s: gave up waiting for %d missing frame(s) before frame %d",
+                        device, reorder.skipped - skipped, ready[0].seq if ready else -1)
+        return ready
+
+    def _score(self, device: str, state: _Device, ready: list[Frame],
+               current: Frame | None) -> None:
+        """Score ``ready`` frames in order and queue their points. ``current`` (the frame in
+        hand, if among them) is stored by its point; the others were stored while they were
+        held, and get their score written over."""
+        for frame in ready:
+            score: float | None = None
+            try:
+                score = self._analyse(device, state, frame)
+            except Exception as exc:  # its levels are stored all the same
+                self.counters.scoring_errors += 1
+                log.error("frame %d of %s stored unscored: scoring raised %s: %s", frame.seq,
+                          device, type(exc).__name__, exc,
+                          exc_info=self.counters.scoring_errors <= HANDLER_TRACEBACKS)
+            if frame is current:
+                self._queue_frame(frame, score, stores=True)
+            elif score is not None:
+                self._queue_frame(frame, score, stores=False)
+
+    def _analyse(self, device: str, state: _Device, frame: Frame) -> float:
+        if state.analysis is None:
+            state.analysis = self._new_device(device, frame.capture_ns)
+        output = state.analysis.feed(frame)
+        self._store_output(output)
+        return output.max_dog_score
+
+    def _store_output(self, output: DeviceOutput) -> None:
+        for point in output.points:
+            self._add_point(point)
+        self.counters.events_stored += output.events
+        self.counters.findings_stored += output.findings
+        for topic, message in output.messages:
+            # allow_nan=False: NaN is not JSON; subscribers' parsers would refuse the message.
+            payload = json.dumps(message, sort_keys=True, allow_nan=False)
+            self.client.publish(topic, payload, qos=1, retain=True)
+
+    def _new_device(self, device: str, first_frame_ns: int) -> DeviceAnalysis:
+        """Analysis state of a device seen for the first time since start-up (or since it
+        was forgotten)."""
+        site = None
+        if self.config.sites_dir:
+            path = Path(self.config.sites_dir) / f"{device}.toml"
+            if path.exists():
+                try:
+                    site = load_site(path)
+                except ConfigError as exc:
+                    log.error("installation record %s is unusable (%s): %s's events get no "
+                              "audibility decision", path, exc, device)
+            else:
+                log.warning("no installation record %s: %s's events get no audibility "
+                            "decision", path, device)
+        self._chain.sites[device] = site.address if site is not None else ""
+        analysis = DeviceAnalysis(device, self.config, site, self._chain)
+        analysis.prime(self.influx, first_frame_ns)
+        return analysis
+
+    def _flag_implausible_time(self, frame: Frame, state: _Device, problem: str) -> None:
+        """Store the frame flagged and unscored: its time cannot be placed (see
+        ``analyzer.ingest.plausibility``)."""
+        self.counters.implausible_time += 1
+        state.implausible += 1
+        if state.implausible == 1 or state.implausible % IMPLAUSIBLE_LOG_EVERY == 0:
+            log.warning(
+                "frame %d from %s: %s; stored with implausible_time=true, not scored "
+                "(%d such frame(s) from this device so far; is its clock synchronised?)",
+                frame.seq,
+                frame.device_id,
+                problem,
+                state.implausible,
+            )
+        self._queue_frame(frame, None, stores=True, implausible_time=True)
+
+    def _queue_frame(self, frame: Frame, max_dog_score: float | None, stores: bool,
+                     implausible_time: bool = False) -> None:
+        """Queue the frame's level point; ``stores``: this point stores the frame (its message
+        is acknowledged once it is written), else it only adds the score to a stored one."""
+        point = level_point(frame, max_dog_score)
+        # Every level point carries the flag, so `WHERE implausible_time = false` keeps the
+        # others (InfluxQL comparisons with a missing field are false).
+        point.field("implausible_time", implausible_time)
+        self._add_point(point, (frame.device_id, frame.seq, frame.capture_ns) if stores else None)
+
+    def _handle_heartbeat(self, device: str, payload: bytes) -> None:
+        if len(payload) > MAX_HEARTBEAT_BYTES:
+            raise AnalyzerError(
+                f"heartbeat of {len(payload)} bytes exceeds the limit of {MAX_HEARTBEAT_BYTES}"
+            )
+        try:
+            heartbeat = json.loads(payload)
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            # ValueError: also an integer beyond Python's 4,300-digit conversion limit;
+            # RecursionError: arrays or objects nested deeper than the interpreter's stack.
+            raise AnalyzerError(f"heartbeat is not JSON: {str(exc)[:200]}") from exc
+        if not isinstance(heartbeat, dict):
+            raise AnalyzerError("heartbeat is not a JSON object")
+        if heartbeat.get("device_id") != device:
+            self.counters.device_mismatch += 1
+            raise AnalyzerError(
+                f"heartbeat device id {str(heartbeat.get('device_id'))[:80]!r} disagrees with "
+                "its topic"
+            )
+        self._add_point(health_point(device, heartbeat))
+        self.counters.heartbeats += 1
+
+    def _handle_status(self, device: str, payload: bytes) -> None:
+        text = payload.decode(errors="replace").strip()
+        if text not in ("online", "offline"):
+            raise AnalyzerError(f"status {text[:40]!r} is neither 'online' nor 'offline'")
+        # Status messages carry no time: stamped with the analyzer's clock on arrival.
+        self._add_point(status_point(device, text == "online", time.time_ns()))
+        self.counters.status_changes += 1
+
+    def _flush(self) -> None:
+        refused = write_with_retry(
+            self.influx, self._batch, self.stop_event, on_retry=self._count_retry
+        )
+        if refused is None:
+            return  # stopping: unacknowledged messages stay with the broker
+        refused_at = set()
+        now_ns = time.time_ns()
+        for index, reason in refused:
+            refused_at.add(index)
+            self.refused.set_aside(self._batch[index], reason, now_ns)
+        if refused:
+            self.counters.points_refused += len(refused)
+            self.counters.influx_rejected_batches += 1
+        acks = list(self._batch_acks)
+        for index, key in enumerate(self._batch_keys):
+            if key is None:
+                continue
+            if index not in refused_at:  # a refused frame is set aside, not stored
+                self.counters.frames_stored += 1
+            acks.extend(self._unstored.pop(key, []))
+            state = self._devices.get(key[0])
+            if state is not None:  # refused ones too: a redelivered copy would be refused again
+                state.stored.add(key[1:])
+        for generation, mid, qos in acks:
+            # Older ids died with their connection; QoS 0 messages take no acknowledgement.
+            if qos > 0 and generation == self._generation:
+                self.client.ack(mid, qos)
+        self._batch, self._batch_keys, self._batch_acks = [], [], []
+        self._batch_bytes = 0
+
+    def _count_retry(self) -> None:
+        self.counters.influx_retries += 1
+
+    def _housekeep(self, now: float) -> None:
+        """Give up gaps that waited ``reorder_wait_s``; forget devices silent for
+        ``forget_device_after_s``."""
+        self._next_housekeeping = now + HOUSEKEEPING_EVERY_S
+        for device, state in list(self._devices.items()):
+            reorder = state.reorder
+            if reorder.waiting:
+                ready = self._count_gaps(device, reorder, reorder.expire, now)
+                self._score(device, state, ready, current=None)
+            if now - state.last_seen_s >= self.config.forget_device_after_s:
+                self._forget(device, state)
+
+    def _forget(self, device: str, state: _Device) -> None:
+        """Free a quiet device's state: score what still waits, close its open events. Its
+        rule engine is primed from InfluxDB again if it returns (as after a restart)."""
+        reorder = state.reorder
+        self._score(device, state, self._count_gaps(device, reorder, reorder.release_all),
+                    current=None)
+        if state.analysis is not None:
+            self._store_output(state.analysis.finish())
+        del self._devices[device]
+        self.counters.devices_forgotten += 1
+        log.info("%s silent for %.0f s: its analysis state is freed", device,
+                 self.config.forget_device_after_s)
+
+    def _write_stats(self, now: float) -> None:
+        self._next_stats = now + self.config.stats_interval_s
+        self._add_point(stats_point(self.config.client_id, asdict(self.counters), time.time_ns()))
+        log.info("analyzer: %s", self.summary() or "idle")

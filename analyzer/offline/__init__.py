@@ -1,0 +1,1 @@
+"""The pipeline on sound files, in-process: offline analysis and evaluation."""

@@ -1,0 +1,1 @@
+"""Storage in InfluxDB: points, the v1 HTTP client, and evidence read back."""
