@@ -2,8 +2,8 @@
 
 The analyzer only ever sees calibrated mel band levels (``sensor.features``: 64 bands, dB SPL,
 one row per 20 ms, float16 on the wire), so that is all this module reads. Training
-(``scripts/train_classifier.py``) computes its inputs with this very module on frames built
-by the sensor's own code, so training and deployment cannot drift apart.
+(``barkwatch-train fit``, :mod:`training`) computes its inputs with this very module on frames
+built by the sensor's own code, so training and deployment cannot drift apart.
 
 Level: the training corpus carries no calibration, so the inputs are *relative*: per band, the
 rise over its own slowly tracked background (prominence), and per step the spectral shape
@@ -39,7 +39,7 @@ import numpy as np
 
 from analyzer.errors import AnalyzerError
 
-# The bundled model: trained by scripts/train_classifier.py, described by MODEL_CARD.md.
+# The bundled model: trained by barkwatch-train fit, described by MODEL_CARD.md.
 DEFAULT_MODEL_PATH = Path(__file__).resolve().parents[2] / "models" / "dog_classifier.npz"
 
 N_MELS = 64
@@ -215,7 +215,7 @@ def load_model(path: str | Path) -> DogModel:
             if "input_version" not in data or int(data["input_version"]) != INPUT_VERSION:
                 raise ClassifierError(
                     f"{path}: not a model for inputs v{INPUT_VERSION} (an older model file?); "
-                    "retrain with scripts/train_classifier.py"
+                    "retrain with barkwatch-train fit"
                 )
             specs = json.loads(str(data["layers_json"]))
             layers = tuple(

@@ -16,7 +16,7 @@ class DetectorSettings:
     """
 
     model_path: str = setting(
-        "", "classifier model file (.npz from scripts/train_classifier.py); empty = bundled"
+        "", "classifier model file (.npz from barkwatch-train fit); empty = bundled"
     )
     smoothing_s: float = setting(
         0.1, "centred moving average of step scores, s (adds half of it to the delay)", 0.0, 2.0
