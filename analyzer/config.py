@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analyzer.acoustics.audibility import AudibilitySettings
-from analyzer.detect.settings import DetectorSettings
-from analyzer.ordinance.rules import RuleSettings
-from analyzer.store.influx import InfluxSettings
+from analyzer.acoustics import AudibilitySettings
+from analyzer.detect import DetectorSettings
+from analyzer.ordinance import RuleSettings
+from analyzer.store import InfluxSettings
 from sensor.config import MqttSettings
 from sensor.configfile import describe, load, setting
 from sensor.wire import MAX_PAYLOAD_BYTES

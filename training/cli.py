@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from analyzer.config import DetectorSettings
-from analyzer.detect.classifier import (
+from analyzer.detect import (
     DEFAULT_MODEL_PATH,
     N_BANDS,
     N_MELS,

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from analyzer.detect.classifier import N_BANDS, POOL, DogModel, inputs_of_stream, logits_of_stream
-from analyzer.offline.evaluate import average_precision
+from analyzer.detect import N_BANDS, POOL, DogModel, inputs_of_stream, logits_of_stream
+from analyzer.offline import average_precision
 from training.corpus import unit_hash
 from training.network import ARCHITECTURE, DROPOUT, Architecture, build_network, context_steps
 

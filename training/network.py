@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from analyzer.detect.classifier import (
+from analyzer.detect import (
     INPUT_VERSION,
     N_BANDS,
     N_CHANNELS,

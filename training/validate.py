@@ -13,9 +13,8 @@ from typing import Any
 import numpy as np
 
 from analyzer.config import DetectorSettings
-from analyzer.detect.classifier import DogClassifier, DogModel
-from analyzer.detect.events import EventTracker
-from analyzer.offline.evaluate import average_precision, event_counts, recall_at_far
+from analyzer.detect import DogClassifier, DogModel, EventTracker
+from analyzer.offline import average_precision, event_counts, recall_at_far
 from training.corpus import RATE, is_validation_group, load_audio, read_manifests
 from training.trainset import mel_of_audio, scaled_to_dbfs
 

@@ -46,7 +46,7 @@ from analyzer.acoustics.propagation import (
     propagate_band_levels,
 )
 from analyzer.acoustics.site import GROUND_FACTORS, InstallationRecord
-from analyzer.detect.events import DogEvent
+from analyzer.detect import DogEvent
 from sensor.configfile import setting
 from sensor.features import FMAX_HZ, FMIN_HZ, N_MELS
 from sensor.wire import Frame

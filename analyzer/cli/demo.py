@@ -14,11 +14,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from analyzer.acoustics.site import site_template
+from analyzer.acoustics import site_template
 from analyzer.config import AnalyzerConfig
-from analyzer.deploy.services import Services
-from analyzer.ingest.service import Analyzer
-from analyzer.store.influx import InfluxSettings
+from analyzer.deploy import Services
+from analyzer.ingest import Analyzer
+from analyzer.store import InfluxSettings
 from sensor.capture import FileSource
 from sensor.config import CalibrationSettings, MqttSettings, OutboxSettings, SensorConfig
 from sensor.node import run_node

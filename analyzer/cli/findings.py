@@ -17,8 +17,7 @@ from typing import Any
 
 from analyzer import __version__
 from analyzer.errors import AnalyzerError
-from analyzer.store.evidence_store import recompute
-from analyzer.store.influx import InfluxClient, InfluxSettings
+from analyzer.store import InfluxClient, InfluxSettings, recompute
 
 log = logging.getLogger(__name__)
 

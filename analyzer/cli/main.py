@@ -15,7 +15,7 @@ from analyzer.errors import AnalyzerError
 from sensor.errors import SensorError
 
 if TYPE_CHECKING:
-    from analyzer.offline.analysis import FileAnalysis
+    from analyzer.offline import FileAnalysis
 
 log = logging.getLogger("barkwatch")
 
@@ -122,9 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _analyze(args: argparse.Namespace) -> int:
-    from analyzer.acoustics.site import load_site
+    from analyzer.acoustics import load_site
     from analyzer.config import AnalyzerConfig, load_analyzer_config
-    from analyzer.offline.analysis import analyze
+    from analyzer.offline import analyze
 
     config = load_analyzer_config(args.config) if args.config else AnalyzerConfig()
     site = load_site(args.site) if args.site else None
@@ -198,7 +198,7 @@ def _analyzer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return 0
     if args.action != "run":
         parser.error("analyzer needs an action: run or validate-config")
-    from analyzer.ingest.service import Analyzer
+    from analyzer.ingest import Analyzer
 
     analyzer = Analyzer(load_analyzer_config(args.config))
     stop = threading.Event()
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "analyzer":
             return _analyzer(args, parser)
         if args.command == "evaluate":
-            from analyzer.offline.evaluate import run_evaluate
+            from analyzer.offline import run_evaluate
 
             return run_evaluate(args.dir, args.out, args.full_scale_db, args.config)
         if args.command == "demo":

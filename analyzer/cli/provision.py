@@ -10,8 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from analyzer.deploy import provision
-from analyzer.deploy.pki import CA_DAYS, SERVER_DAYS
+from analyzer.deploy import CA_DAYS, SERVER_DAYS, provision
 from analyzer.errors import ProvisioningError
 
 INSTALL_ON_DEVICE = """\

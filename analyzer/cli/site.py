@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from analyzer.acoustics.site import load_site, site_template
+from analyzer.acoustics import load_site, site_template
 from sensor.configfile import finite_float
 from sensor.errors import ConfigError
 from sensor.wire import DEVICE_ID_PATTERN

@@ -20,18 +20,28 @@ from typing import Any
 
 from influxdb_client import Point
 
-from analyzer.acoustics.audibility import AudibilityAssessor
-from analyzer.acoustics.site import InstallationRecord
+from analyzer.acoustics import AudibilityAssessor, InstallationRecord
 from analyzer.config import AnalyzerConfig
-from analyzer.detect.events import DogEvent
-from analyzer.detect.pipeline import DevicePipeline
+from analyzer.detect import DevicePipeline, DogEvent
 from analyzer.errors import InfluxUnavailable
-from analyzer.ordinance.evidence import EvidenceChain, progress_payload, progress_topic
-from analyzer.ordinance.findings import DeviceRules
-from analyzer.ordinance.rules import RuleEvent, rule_event
-from analyzer.store.evidence_store import load_chain_head, load_coverage, load_events
-from analyzer.store.influx import InfluxClient, background_point, event_point
-from analyzer.store.points import progress_point, window_point
+from analyzer.ordinance import (
+    DeviceRules,
+    EvidenceChain,
+    RuleEvent,
+    progress_payload,
+    progress_topic,
+    rule_event,
+)
+from analyzer.store import (
+    InfluxClient,
+    background_point,
+    event_point,
+    load_chain_head,
+    load_coverage,
+    load_events,
+    progress_point,
+    window_point,
+)
 from sensor.wire import Frame
 
 log = logging.getLogger(__name__)

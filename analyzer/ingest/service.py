@@ -35,15 +35,15 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from influxdb_client import Point
 
-from analyzer.acoustics.site import load_site
+from analyzer.acoustics import load_site
 from analyzer.config import AnalyzerConfig
-from analyzer.detect.classifier import N_MELS
+from analyzer.detect import N_MELS
 from analyzer.errors import AnalyzerError, InfluxUnavailable
 from analyzer.ingest.device import DeviceAnalysis, DeviceOutput
 from analyzer.ingest.ordering import ReorderBuffer
 from analyzer.ingest.plausibility import frame_problem, shape_problem, time_problem
-from analyzer.ordinance.evidence import EvidenceChain
-from analyzer.store.influx import (
+from analyzer.ordinance import EvidenceChain
+from analyzer.store import (
     InfluxClient,
     RefusedPoints,
     health_point,

@@ -1,1 +1,15 @@
 """The pipeline on sound files, in-process: offline analysis and evaluation."""
+
+from __future__ import annotations
+
+from analyzer.offline.analysis import FileAnalysis, analyze
+from analyzer.offline.evaluate import average_precision, event_counts, recall_at_far, run_evaluate
+
+__all__ = [
+    "FileAnalysis",
+    "analyze",
+    "average_precision",
+    "event_counts",
+    "recall_at_far",
+    "run_evaluate",
+]

@@ -17,20 +17,16 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from analyzer import __version__
-from analyzer.acoustics.audibility import (
+from analyzer.acoustics import (
     AudibilityAssessor,
     AudibilitySettings,
     EventAudibility,
+    InstallationRecord,
     parameters,
 )
-from analyzer.acoustics.site import InstallationRecord
 from analyzer.config import DetectorSettings
-from analyzer.detect.events import DogEvent
-from analyzer.detect.pipeline import DevicePipeline
-from analyzer.ordinance.coverage import Coverage
-from analyzer.ordinance.evidence import finite_json
-from analyzer.ordinance.findings import findings_for_events
-from analyzer.ordinance.rules import RuleSettings
+from analyzer.detect import DevicePipeline, DogEvent
+from analyzer.ordinance import Coverage, RuleSettings, findings_for_events, finite_json
 from sensor.capture import AudioSampleError, FileSource
 from sensor.errors import WireError
 from sensor.frames import FrameBuilder

@@ -38,8 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from analyzer.detect.pipeline import DevicePipeline
-from analyzer.detect.settings import DetectorSettings
+from analyzer.detect import DetectorSettings, DevicePipeline
 from analyzer.errors import AnalyzerError
 
 log = logging.getLogger(__name__)
@@ -361,7 +360,7 @@ def evaluate_dir(
         log.info("evaluating %s (%d reference events)", path.name, len(reference))
         results.append(evaluate_file(path, reference, settings, full_scale_db, segment_s))
     summary, curve = summarise(results, segment_s, collar_s)
-    from analyzer.detect.detector import model_version
+    from analyzer.detect import model_version
 
     summary = {"model_version": model_version(settings), "full_scale_db": full_scale_db,
                **summary}  # fmt: skip

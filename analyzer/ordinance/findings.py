@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analyzer import __version__
-from analyzer.acoustics.audibility import EventAudibility
-from analyzer.detect.events import DogEvent
+from analyzer.acoustics import EventAudibility
+from analyzer.detect import DogEvent
 from analyzer.ordinance.evidence import EvidenceChain, EvidenceWindow, window_fields
 from analyzer.ordinance.rules import (
     COMPLETED,

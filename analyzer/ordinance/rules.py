@@ -23,8 +23,8 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from analyzer.acoustics.audibility import EventAudibility
-from analyzer.detect.events import DogEvent
+from analyzer.acoustics import EventAudibility
+from analyzer.detect import DogEvent
 from analyzer.errors import AnalyzerError
 from analyzer.ordinance.coverage import Coverage
 from sensor.configfile import setting

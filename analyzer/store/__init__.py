@@ -1,1 +1,37 @@
 """Storage in InfluxDB: points, the v1 HTTP client, and evidence read back."""
+
+from __future__ import annotations
+
+from analyzer.store.evidence_store import load_chain_head, load_coverage, load_events, recompute
+from analyzer.store.influx import (
+    InfluxClient,
+    InfluxSettings,
+    RefusedPoints,
+    background_point,
+    event_point,
+    health_point,
+    level_point,
+    stats_point,
+    status_point,
+    write_with_retry,
+)
+from analyzer.store.points import progress_point, window_point
+
+__all__ = [
+    "InfluxClient",
+    "InfluxSettings",
+    "RefusedPoints",
+    "background_point",
+    "event_point",
+    "health_point",
+    "level_point",
+    "load_chain_head",
+    "load_coverage",
+    "load_events",
+    "progress_point",
+    "recompute",
+    "stats_point",
+    "status_point",
+    "window_point",
+    "write_with_retry",
+]

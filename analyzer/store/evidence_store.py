@@ -17,14 +17,17 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from analyzer.ordinance.evidence import GENESIS_DIGEST, EvidenceWindow, seal, sha256_hex
-from analyzer.ordinance.rules import (
+from analyzer.ordinance import (
+    GENESIS_DIGEST,
     NS,
+    EvidenceWindow,
     RuleEvent,
     RuleInputError,
     RuleSettings,
     chain_order,
     evaluate,
+    seal,
+    sha256_hex,
 )
 from analyzer.store.influx import InfluxClient
 from sensor.wire import DEVICE_ID_PATTERN

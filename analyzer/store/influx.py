@@ -31,8 +31,8 @@ from typing import Any
 
 from influxdb_client import Point, WritePrecision
 
-from analyzer.acoustics.audibility import BAND_INDICES, Background, EventAudibility
-from analyzer.detect.events import DogEvent
+from analyzer.acoustics import BAND_INDICES, Background, EventAudibility
+from analyzer.detect import DogEvent
 from analyzer.errors import AnalyzerError, InfluxRejected, InfluxUnavailable
 from sensor.configfile import setting
 from sensor.wire import Frame

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from influxdb_client import Point, WritePrecision
 
-from analyzer.ordinance.evidence import EvidenceWindow, finite_json, progress_payload
-from analyzer.ordinance.rules import Progress
+from analyzer.ordinance import EvidenceWindow, Progress, finite_json, progress_payload
 
 
 def window_point(window: EvidenceWindow) -> Point:
