@@ -155,3 +155,15 @@ def test_the_analysis_lets_each_frame_go_once_it_is_scored(
                        include_frames=True).as_dict()
     assert len(refs) == document["frames_measured"] == len(document["frames"]) == 12
     assert most_alive <= 1
+
+
+@pytest.mark.parametrize("command", ["analyze", "evaluate"])
+def test_a_full_scale_that_is_not_finite_is_refused_before_any_file_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    from analyzer.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--full-scale-db", "nan", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "--full-scale-db: nan is not a finite number" in capsys.readouterr().err

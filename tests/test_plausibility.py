@@ -70,7 +70,7 @@ def test_an_inconsistent_frame_is_named(changes: dict[str, object], named: str) 
 
 
 def test_a_change_of_mel_layout_within_a_device_is_named() -> None:
-    assert "first frame had 32" in (shape_problem(FRAME, (32, 0.02)) or "")
+    assert "the detector takes 32" in (shape_problem(FRAME, (32, 0.02)) or "")
 
 
 def test_implausible_times_are_stored_flagged_and_unscored_inconsistent_frames_dropped(

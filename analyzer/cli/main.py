@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from analyzer import __version__
 from analyzer.errors import AnalyzerError
+from sensor.configfile import finite_float
 from sensor.errors import SensorError
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     analyze.add_argument(
         "--full-scale-db",
-        type=float,
+        type=finite_float,
         default=120.0,
         metavar="L",
         help="calibration: a signal whose RMS is digital full scale reads L dB SPL (default 120)",
@@ -115,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("dir", metavar="DIR", help="folder of audio files and annotations")
     evaluate.add_argument("--out", default="barkwatch-evaluation", help="output folder")
-    evaluate.add_argument("--full-scale-db", type=float, default=120.0, metavar="L",
+    evaluate.add_argument("--full-scale-db", type=finite_float, default=120.0, metavar="L",
                           help="calibration assumed for the files (default 120)")
     evaluate.add_argument("--config", help="analyzer configuration whose [detector] to use")
     return parser

@@ -159,18 +159,10 @@ def _audibility_fields(result: EventAudibility | None) -> dict[str, Any]:
     return result.as_dict()
 
 
-def analyze_file(
-    path: str | Path,
-    full_scale_db: float = DEFAULT_FULL_SCALE_DB,
-    include_frames: bool = False,
-    settings: DetectorSettings | None = None,
-    site: InstallationRecord | None = None,
-    audibility_settings: AudibilitySettings | None = None,
-    rule_settings: RuleSettings | None = None,
-) -> dict[str, Any]:
-    """Analyse one file; return the ``barkwatch.analysis/1`` document (:func:`analyze`)."""
-    analysis = analyze(path, full_scale_db, include_frames, settings, site,
-                       audibility_settings, rule_settings)
+def analyze_file(path: str | Path, **options: Any) -> dict[str, Any]:
+    """Analyse one file; return the ``barkwatch.analysis/1`` document. ``options`` are those
+    of :func:`analyze` (full_scale_db, include_frames, settings, site, ...)."""
+    analysis = analyze(path, **options)
     try:
         return analysis.as_dict()
     finally:
