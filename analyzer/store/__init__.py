@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from analyzer.store.evidence_store import load_chain_head, load_coverage, load_events, recompute
+from analyzer.store.evidence_store import (
+    RecomputeReport,
+    StoredWindow,
+    load_chain_head,
+    load_coverage,
+    load_events,
+    load_windows,
+    recompute,
+)
 from analyzer.store.influx import (
     InfluxClient,
     InfluxSettings,
@@ -20,7 +28,9 @@ from analyzer.store.points import progress_point, window_point
 __all__ = [
     "InfluxClient",
     "InfluxSettings",
+    "RecomputeReport",
     "RefusedPoints",
+    "StoredWindow",
     "background_point",
     "event_point",
     "health_point",
@@ -28,6 +38,7 @@ __all__ = [
     "load_chain_head",
     "load_coverage",
     "load_events",
+    "load_windows",
     "progress_point",
     "recompute",
     "stats_point",
