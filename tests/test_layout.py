@@ -13,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-PARTS = ("acoustics", "cli", "deploy", "detect", "ingest", "offline", "ordinance", "store")
+PARTS = ("acoustics", "cases", "cli", "deploy", "detect", "ingest", "offline", "ordinance",
+         "reports", "store")
 
 
 def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:

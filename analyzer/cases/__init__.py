@@ -1,0 +1,56 @@
+"""Case records in SQLite: complaints, the officer's records, evidence links, the audit log."""
+
+from __future__ import annotations
+
+from analyzer.cases.checklist import ChecklistItem, seizure_checklist
+from analyzer.cases.links import LinkCheck, candidate_windows, verify_link
+from analyzer.cases.localtime import CITY_ZONE, format_time, parse_local_time
+from analyzer.cases.records import (
+    CONTACT_OUTCOMES,
+    DISPOSITIONS,
+    EXCEPTION_KINDS,
+    ROLES,
+    Address,
+    AuditEntry,
+    Complaint,
+    ContactAttempt,
+    Disposition,
+    EvidenceLink,
+    Observation,
+    OfficerAttestation,
+    OfficerException,
+    Placement,
+)
+from analyzer.cases.schema import SCHEMA_VERSION, CaseSchemaError, migrate
+from analyzer.cases.store import CaseError, CaseFile, CaseStore
+
+__all__ = [
+    "CITY_ZONE",
+    "CONTACT_OUTCOMES",
+    "DISPOSITIONS",
+    "EXCEPTION_KINDS",
+    "ROLES",
+    "SCHEMA_VERSION",
+    "Address",
+    "AuditEntry",
+    "CaseError",
+    "CaseFile",
+    "CaseSchemaError",
+    "CaseStore",
+    "ChecklistItem",
+    "Complaint",
+    "ContactAttempt",
+    "Disposition",
+    "EvidenceLink",
+    "LinkCheck",
+    "Observation",
+    "OfficerAttestation",
+    "OfficerException",
+    "Placement",
+    "candidate_windows",
+    "format_time",
+    "migrate",
+    "parse_local_time",
+    "seizure_checklist",
+    "verify_link",
+]
