@@ -19,6 +19,10 @@ invisible there: use MQTT 5 (the default).
 
 The status topic carries ``online`` (retained) after each connect and ``offline`` through
 the Last Will when the connection dies.
+
+Why a connection fails (refused, TLS verification, login) is logged at WARNING by the
+client's :class:`~sensor.connection.BrokerLink` and reported in the heartbeat
+(``broker_state``, ``broker_error``, ``connect_failures``): see :mod:`sensor.connection`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from paho.mqtt.properties import Properties
 
 from sensor import __version__
 from sensor.config import MqttSettings
+from sensor.connection import BrokerLink, WatchedClient
 from sensor.errors import ConfigError
 from sensor.outbox import Outbox
 from sensor.tls import tls_context
@@ -50,8 +55,14 @@ NOT_AUTHORIZED = 135  # MQTT 5 reason code: the ACL refuses this topic to this u
 PROTOCOLS = {"mqttv5": mqtt.MQTTv5, "mqttv311": mqtt.MQTTv311}
 
 
-def make_client(client_id: str, settings: MqttSettings, persistent: bool = False) -> mqtt.Client:
+def make_client(
+    client_id: str, settings: MqttSettings, persistent: bool = False
+) -> WatchedClient:
     """A paho 2.x client with credentials, TLS and reconnect backoff from the settings.
+
+    Its ``link`` (:class:`~sensor.connection.BrokerLink`) learns why each connection attempt
+    failed; feed it ``on_connect`` and ``on_disconnect`` (:meth:`BrokerLink.connack`,
+    :meth:`BrokerLink.disconnected`) to have the state reported and failures logged.
 
     ``persistent``: the broker keeps the session (subscriptions, queued QoS 1 messages) while
     the client is away; under MQTT 5 for ``settings.session_expiry_s``. Connect with
@@ -60,13 +71,13 @@ def make_client(client_id: str, settings: MqttSettings, persistent: bool = False
     """
     protocol = PROTOCOLS[settings.protocol]
     if protocol == mqtt.MQTTv5:  # MQTT 5 has clean start (on connect) instead of clean session
-        client = mqtt.Client(
+        client = WatchedClient(
             callback_api_version=mqtt.CallbackAPIVersion.VERSION2,
             client_id=client_id,
             protocol=protocol,
         )
     else:
-        client = mqtt.Client(
+        client = WatchedClient(
             callback_api_version=mqtt.CallbackAPIVersion.VERSION2,
             client_id=client_id,
             clean_session=not persistent,
@@ -78,6 +89,7 @@ def make_client(client_id: str, settings: MqttSettings, persistent: bool = False
     if settings.tls_ca:
         client.tls_set_context(tls_context(settings.tls_ca))
     client.reconnect_delay_set(min_delay=1, max_delay=settings.reconnect_max_s)
+    client.link = BrokerLink(client_id, settings)
     return client
 
 
@@ -160,14 +172,7 @@ class FramePublisher:
     def _on_connect(
         self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any
     ) -> None:
-        if reason.is_failure:
-            log.error(
-                "broker %s:%d refused the connection for user %r: %s; retrying with backoff",
-                self.settings.host,
-                self.settings.port,
-                self.settings.username,
-                reason,
-            )
+        if not self.link.connack(reason):  # logged there, with the reason
             self._reload_password(client)
             return
         self.connects += 1
@@ -192,13 +197,17 @@ class FramePublisher:
         self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any
     ) -> None:
         self._connected.clear()
-        if not self._stop.is_set():
-            log.warning("disconnected from broker (%s); reconnecting with backoff", reason)
+        self.link.disconnected(reason, stopping=self._stop.is_set())
 
     def _on_publish(
         self, client: mqtt.Client, userdata: Any, mid: int, reason: Any, properties: Any
     ) -> None:
         self._acks.put((mid, int(getattr(reason, "value", 0))))
+
+    @property
+    def link(self) -> BrokerLink:
+        """The broker connection's state and last failure."""
+        return self.client.link
 
     @property
     def connected(self) -> bool:
@@ -226,7 +235,7 @@ class FramePublisher:
                 log.info(
                     "waiting for the broker to acknowledge %d frame(s)%s",
                     self.outbox.backlog(),
-                    "" if self.connected else " (not connected)",
+                    "" if self.connected else f" (not connected: {self.link.status()})",
                 )
                 last_report = time.monotonic()
             time.sleep(0.05)
@@ -258,6 +267,7 @@ class FramePublisher:
             "denied": self.denied,
             "inflight": self.inflight(),
             "connects": self.connects,
+            **self.link.status().fields(),
         }
         document.update(self.health())
         return document

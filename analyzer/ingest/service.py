@@ -109,7 +109,8 @@ class AnalyzerCounters:
     influx_rejected_batches: int = 0
     points_refused: int = 0
     devices_forgotten: int = 0
-    broker_disconnects: int = 0
+    broker_disconnects: int = 0  # established connections lost (not failed attempts)
+    connect_failures: int = 0  # connection attempts that failed (refused, TLS, login)
 
 
 Ack = tuple[int, int, int]  # (connection generation, MQTT message id, QoS)
@@ -234,8 +235,7 @@ class Analyzer:
     def _on_connect(
         self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any
     ) -> None:
-        if reason.is_failure:
-            log.error("broker refused the analyzer: %s", reason)
+        if not self.client.link.connack(reason):  # logged there, with the reason
             return
         self._generation += 1
         client.subscribe(SUBSCRIPTIONS)
@@ -260,9 +260,9 @@ class Analyzer:
         self, client: mqtt.Client, userdata: Any, flags: Any, reason: Any, properties: Any
     ) -> None:
         self.connected.clear()
-        if not self.stop_event.is_set():
+        # Logged by the link: a lost connection, or why an attempt failed.
+        if self.client.link.disconnected(reason, stopping=self.stop_event.is_set()):
             self.counters.broker_disconnects += 1  # a lone int update: safe across threads
-            log.warning("analyzer lost the broker (%s); reconnecting with backoff", reason)
 
     def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
         # Bounded by the broker's in-flight window: nothing is acknowledged before it is stored.
@@ -653,5 +653,10 @@ class Analyzer:
 
     def _write_stats(self, now: float) -> None:
         self._next_stats = now + self.config.stats_interval_s
-        self._add_point(stats_point(self.config.client_id, asdict(self.counters), time.time_ns()))
-        log.info("analyzer: %s", self.summary() or "idle")
+        link = self.client.link.status()
+        self.counters.connect_failures = link.failures
+        point = stats_point(self.config.client_id, asdict(self.counters), time.time_ns())
+        # Strings beside the counters: where the broker connection stands and why.
+        self._add_point(point.field("broker_state", str(link.state))
+                        .field("broker_error", link.error))
+        log.info("analyzer: %s; %s", link, self.summary() or "idle")
