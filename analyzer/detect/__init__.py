@@ -21,18 +21,22 @@ from analyzer.detect.detector import model_version
 from analyzer.detect.events import DogEvent, EventTracker
 from analyzer.detect.pipeline import DevicePipeline
 from analyzer.detect.settings import DetectorSettings
+from analyzer.detect.yamnet import DOG_CLASSES, YamnetNetwork, YamnetOutput
 
 __all__ = [
     "ClassifierError",
     "DEFAULT_MODEL_PATH",
     "DetectorSettings",
     "DevicePipeline",
+    "DOG_CLASSES",
     "DogClassifier",
     "DogEvent",
     "DogModel",
     "EventTracker",
     "INPUT_VERSION",
     "Layer",
+    "YamnetNetwork",
+    "YamnetOutput",
     "N_BANDS",
     "N_CHANNELS",
     "N_MELS",

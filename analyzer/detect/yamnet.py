@@ -1,0 +1,121 @@
+"""YAMNet on log-mel patches: AudioSet class scores, the 1,024-d embedding, a dog score.
+
+The network is ``models/yamnet.onnx`` (converted by ``scripts/convert_yamnet.py``; provenance
+and licences in ``models/YAMNET_NOTICE.md``), run with onnxruntime on one thread. Its input is
+``sensor.yamnet_features``' patches. Not yet part of the live pipeline: with wire format v2 it
+moves to the sensor (issue 24), and the analyzer decides from what it sends.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import expit
+
+from analyzer.detect.classifier import ClassifierError
+
+LOG = logging.getLogger(__name__)
+
+MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
+DEFAULT_YAMNET_PATH = MODELS_DIR / "yamnet.onnx"
+DEFAULT_CLASS_MAP_PATH = MODELS_DIR / "yamnet_class_map.csv"
+PATCH_SHAPE = (96, 64)  # frames x mel bands (sensor.yamnet_features)
+N_CLASSES = 521
+EMBEDDING_SIZE = 1024
+# AudioSet's dog vocalizations (the ontology's children of "Dog", with "Dog" itself): the
+# ordinance's "barks, whines, howls, bays, cries" (section 701, subd. 5).
+DOG_CLASSES = ("Dog", "Bark", "Yip", "Howl", "Bow-wow", "Growling", "Whimper (dog)")
+
+
+@dataclass(frozen=True)
+class YamnetOutput:
+    """The network's answer for n patches."""
+
+    logits: np.ndarray  # n x 521, before the sigmoid
+    embeddings: np.ndarray  # n x 1024, global average pool of the last convolution
+
+    @property
+    def scores(self) -> np.ndarray:
+        """n x 521 class probabilities (YAMNet's sigmoid outputs), 0..1."""
+        return np.asarray(expit(self.logits), dtype=np.float32)
+
+
+def load_class_names(path: Path = DEFAULT_CLASS_MAP_PATH) -> tuple[str, ...]:
+    """The 521 display names in output order, from YAMNet's class map CSV."""
+    try:
+        with path.open(newline="", encoding="utf-8") as file:
+            rows = list(csv.DictReader(file))
+    except OSError as error:
+        raise ClassifierError(f"{path}: cannot read the YAMNet class map ({error})") from error
+    names = tuple(row.get("display_name") or "" for row in rows)
+    if len(names) != N_CLASSES or not all(names):
+        raise ClassifierError(f"{path}: expected {N_CLASSES} named classes, found {len(names)}")
+    return names
+
+
+def dog_class_indices(names: tuple[str, ...]) -> np.ndarray:
+    """Output indices of DOG_CLASSES in ``names``."""
+    missing = [name for name in DOG_CLASSES if name not in names]
+    if missing:
+        raise ClassifierError(f"YAMNet class map lacks the dog classes {missing}")
+    return np.array([names.index(name) for name in DOG_CLASSES])
+
+
+class YamnetNetwork:
+    """YAMNet in an onnxruntime session (one thread: the sensor's budget is per core)."""
+
+    def __init__(
+        self,
+        model_path: Path = DEFAULT_YAMNET_PATH,
+        class_map_path: Path = DEFAULT_CLASS_MAP_PATH,
+        threads: int = 1,
+    ) -> None:
+        try:
+            import onnxruntime as ort
+        except ImportError as error:  # the sensor extra installs it
+            raise ClassifierError(
+                f"onnxruntime is needed to run {model_path.name}: pip install onnxruntime"
+            ) from error
+        if not model_path.is_file():
+            raise ClassifierError(f"{model_path}: no such YAMNet model (scripts/convert_yamnet.py)")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        try:
+            self._session: Any = ort.InferenceSession(
+                str(model_path), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as error:  # onnxruntime raises its own types for a bad file
+            raise ClassifierError(f"{model_path}: not a loadable ONNX network ({error})") from error
+        self._input = self._session.get_inputs()[0].name
+        self.model_path = model_path
+        self.class_names = load_class_names(class_map_path)
+        self.dog_indices = dog_class_indices(self.class_names)
+
+    def run(self, patches: np.ndarray) -> YamnetOutput:
+        """Logits and embeddings of ``patches`` (n x 96 x 64, or n x 1 x 96 x 64)."""
+        array = np.asarray(patches, dtype=np.float32)
+        if array.ndim == 3:
+            array = array[:, None]
+        if array.ndim != 4 or array.shape[1:] != (1, *PATCH_SHAPE):
+            raise ClassifierError(
+                f"YAMNet patches: expected shape (n, 96, 64), got {np.shape(patches)}"
+            )
+        if not np.all(np.isfinite(array)):
+            first = int(np.flatnonzero((~np.isfinite(array.reshape(len(array), -1))).any(1))[0])
+            raise ClassifierError(f"YAMNet patches: patch {first} holds NaN or infinity")
+        if len(array) == 0:
+            return YamnetOutput(
+                np.zeros((0, N_CLASSES), np.float32), np.zeros((0, EMBEDDING_SIZE), np.float32)
+            )
+        logits, embeddings = self._session.run(None, {self._input: array})
+        return YamnetOutput(logits, embeddings)
+
+    def dog_scores(self, output: YamnetOutput) -> np.ndarray:
+        """Per patch, the highest probability over DOG_CLASSES (0..1)."""
+        return np.asarray(expit(output.logits[:, self.dog_indices].max(axis=1)), np.float32)
