@@ -30,6 +30,14 @@ MIN_DURATION_S = 2.0
 CLIP_LEVEL = 0.999
 STEADINESS_BLOCK_S = 0.1
 
+DEFAULT_FULL_SCALE_DB = 120.0
+"""The calibration assumed until one is measured, everywhere (sensor, ``barkwatch analyze``,
+``evaluate``, the demo): the dB SPL that an RMS of digital full scale reads. A typical digital
+MEMS microphone, the usual Raspberry Pi choice, puts a 94 dB SPL tone at -26 dBFS (acoustic
+overload at 120 dB SPL), so full scale reads 120 dB SPL (123 if dBFS is taken re a full-scale
+sine, as datasheets do); USB measurement microphones at their default gain read a little
+lower. An uncalibrated sensor is then a few dB off, not tens."""
+
 
 class CalibrationRefused(SensorError):
     """The captured calibrator tone is not fit to calibrate with; the message says why."""
@@ -125,8 +133,10 @@ def record_calibration(config_path: str, result: CalibrationResult, calibrator: 
                        date: str) -> float | None:
     """Store the offset, date and calibrator in the sensor's TOML file, keeping its comments.
 
-    Returns the previous ``full_scale_db`` (None when the file had none), so the caller can
-    report the drift since the last calibration.
+    Returns the previous calibration's ``full_scale_db``, so the caller can report the drift
+    since it; None when the file records no earlier calibration (no ``date``): a
+    ``full_scale_db`` without a date is the uncalibrated default a new device's file carries,
+    and there is nothing to have drifted from.
     """
     import tomlkit
 
@@ -139,7 +149,7 @@ def record_calibration(config_path: str, result: CalibrationResult, calibrator: 
     if table is None:
         table = tomlkit.table()
         document["calibration"] = table
-    previous = table.get("full_scale_db")
+    previous = table.get("full_scale_db") if str(table.get("date", "")).strip() else None
     table["full_scale_db"] = result.full_scale_db
     table["date"] = date
     table["calibrator"] = calibrator

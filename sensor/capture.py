@@ -347,11 +347,19 @@ def resolve_input_device(spec: str) -> int | None:
     """Turn a device name (substring, case-insensitive) or index into a PortAudio index.
 
     An empty spec means the system default (None). Unknown or ambiguous names raise an error
-    that lists the available input devices.
+    that lists the available input devices; no input device at all raises one that says so
+    (PortAudio's own words for it are ``Error querying device -1``).
     """
+    devices = list_input_devices()
+    if not devices:
+        raise AudioInputError(
+            "no audio capture device exists: PortAudio finds no input at all (is the "
+            "microphone plugged in, and may this user use it, e.g. in group 'audio'?); "
+            "'barkwatch-sensor --list-devices' shows what it finds. Without a microphone, "
+            "calibrate and run read a sound file with --input FILE"
+        )
     if spec == "":
         return None
-    devices = list_input_devices()
     if spec.isdigit():
         index = int(spec)
         if any(d[0] == index for d in devices):

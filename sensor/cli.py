@@ -24,6 +24,26 @@ calibrated levels, one-third-octave bands and classification features every seco
 them in a durable outbox and publishes them over MQTT. Raw audio never leaves the device."""
 
 
+OWN_LOGGERS = ("barkwatch", "sensor", "analyzer", "training")
+"""Loggers of this project's code (module names and the commands' own); ``--log-level``
+applies to them only."""
+
+
+def configure_logging(level: str) -> None:
+    """Log to stderr: this project's loggers at ``level``, every other library's at WARNING.
+
+    ``--log-level DEBUG`` is for Barkwatch's own messages; numba (under librosa) alone
+    writes thousands of bytecode-dump lines at DEBUG while it compiles.
+    """
+    logging.basicConfig(
+        level=logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    for name in OWN_LOGGERS:
+        logging.getLogger(name).setLevel(level)
+
+
 def _parse_time(text: str) -> int:
     try:
         moment = datetime.fromisoformat(text)
@@ -228,9 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``barkwatch-sensor``."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(args.log_level)
     try:
         if args.list_devices or args.command == "list-devices":
             from sensor.capture import describe_input_devices

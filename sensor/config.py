@@ -6,6 +6,7 @@ import os
 import pwd
 from dataclasses import dataclass
 
+from sensor.calibration import DEFAULT_FULL_SCALE_DB
 from sensor.configfile import describe, load, setting
 from sensor.errors import ConfigError
 from sensor.frames import MeasurementOptions
@@ -133,7 +134,7 @@ class CalibrationSettings:
     """Acoustic calibration of the microphone chain."""
 
     full_scale_db: float = setting(
-        120.0, "dB SPL read by a signal whose RMS is full scale", 60.0, 200.0
+        DEFAULT_FULL_SCALE_DB, "dB SPL read by a signal whose RMS is full scale", 60.0, 200.0
     )
     date: str = setting("", "date of the last acoustic calibration (ISO 8601)")
     calibrator: str = setting("", "make, model and serial of the calibrator used")

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 import soundfile
 
+from sensor import capture
 from sensor.calibration import CalibrationRefused, analyse_calibration_tone
+from sensor.capture import AudioInputError, MicrophoneSource
 from sensor.config import load_sensor_config
 from tests.conftest import sine
 
@@ -73,7 +75,7 @@ def test_short_capture_is_refused() -> None:
 def test_calibrate_command_stores_offset_and_reports_drift(tmp_path: Path) -> None:
     config = tmp_path / "sensor.toml"
     config.write_text('# the officer\'s notes stay\ndevice_id = "cal-1"\n'
-                      "[calibration]\nfull_scale_db = 119.5\n")
+                      '[calibration]\nfull_scale_db = 119.5\ndate = "2026-05-30T09:00:00Z"\n')
     recording = tmp_path / "calibrator.wav"
     soundfile.write(recording, _tone(), RATE, subtype="FLOAT")
     command = [Path(sys.executable).parent / "barkwatch-sensor", "calibrate", "--config", config,
@@ -100,3 +102,38 @@ def test_calibrate_command_refuses_and_changes_nothing(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "strongest tone is at 250 Hz" in result.stderr
     assert config.read_text() == original
+
+
+def _calibrate(config: Path, recording: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [Path(sys.executable).parent / "barkwatch-sensor", "calibrate", "--config", config,
+         "--input", recording, "--calibrator", "x"], capture_output=True, text=True, timeout=120)
+
+
+def test_first_calibration_reports_no_drift_from_the_uncalibrated_default(
+    tmp_path: Path,
+) -> None:
+    # A new device's sensor.toml carries the default full_scale_db but no calibration date.
+    config = tmp_path / "sensor.toml"
+    config.write_text('device_id = "cal-1"\n[calibration]\nfull_scale_db = 120.0\ndate = ""\n')
+    recording = tmp_path / "calibrator.wav"
+    soundfile.write(recording, _tone(dbfs=-30.0), RATE, subtype="FLOAT")  # full scale: 124 dB
+    result = _calibrate(config, recording)
+    assert result.returncode == 0, result.stderr
+    assert "(first calibration)" in result.stdout
+    assert "drift" not in result.stdout + result.stderr
+    assert load_sensor_config(str(config)).calibration.full_scale_db == pytest.approx(124.0,
+                                                                                      abs=0.01)
+
+
+def test_no_capture_device_is_named_as_such_and_points_to_list_devices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # PortAudio with no input at all; its own message is "Error querying device -1".
+    monkeypatch.setattr(capture, "list_input_devices", lambda: [])
+    with pytest.raises(AudioInputError) as refused:
+        MicrophoneSource("", 48000)
+    message = str(refused.value)
+    assert "no audio capture device exists" in message
+    assert "--list-devices" in message
+    assert "--input FILE" in message
