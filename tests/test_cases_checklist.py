@@ -64,7 +64,7 @@ def test_a_complete_case_meets_all_seven_conditions_each_by_its_own_basis() -> N
         RECORDS, FINDING, RECORDS, ATTEST, ATTEST, ATTEST, ATTEST]
     (line,) = items[2].evidence
     assert "485 s against more than 420 s" in line and DIGEST in line
-    assert "4.100000...12.300000 dB at 100 ft" in line
+    assert "audibility margin 4.1 to 12.3 dB at 100 ft" in line
 
 
 def test_no_prior_complaint_leaves_condition_3_unmet() -> None:

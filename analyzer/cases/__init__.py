@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from analyzer.cases.checklist import ChecklistItem, seizure_checklist
-from analyzer.cases.links import LinkCheck, candidate_windows, verify_link
-from analyzer.cases.localtime import CITY_ZONE, format_time, parse_local_time
+from analyzer.cases.links import VERIFIED, LinkCheck, candidate_windows, verify_link
+from analyzer.cases.localtime import CITY_ZONE, TimeInputError, format_time, parse_local_time
 from analyzer.cases.records import (
     CONTACT_OUTCOMES,
     DISPOSITIONS,
@@ -23,6 +23,7 @@ from analyzer.cases.records import (
 )
 from analyzer.cases.schema import SCHEMA_VERSION, CaseSchemaError, migrate
 from analyzer.cases.store import CaseError, CaseFile, CaseStore
+from analyzer.cases.view import CaseView, read_case
 
 __all__ = [
     "CITY_ZONE",
@@ -31,12 +32,14 @@ __all__ = [
     "EXCEPTION_KINDS",
     "ROLES",
     "SCHEMA_VERSION",
+    "VERIFIED",
     "Address",
     "AuditEntry",
     "CaseError",
     "CaseFile",
     "CaseSchemaError",
     "CaseStore",
+    "CaseView",
     "ChecklistItem",
     "Complaint",
     "ContactAttempt",
@@ -47,10 +50,12 @@ __all__ = [
     "OfficerAttestation",
     "OfficerException",
     "Placement",
+    "TimeInputError",
     "candidate_windows",
     "format_time",
     "migrate",
     "parse_local_time",
+    "read_case",
     "seizure_checklist",
     "verify_link",
 ]

@@ -84,8 +84,8 @@ def _finding_line(check: LinkCheck) -> str:
                  else "intermittent_limit_s")
     limit = float(f.get("parameters", {}).get(limit_key, "nan"))
     audibility = f.get("audibility", {})
-    margins = (f"audibility margin {audibility.get('margin_db_min')}..."
-               f"{audibility.get('margin_db_max')} dB at 100 ft"
+    margins = (f"audibility margin {float(audibility['margin_db_min']):.1f} to "
+               f"{float(audibility['margin_db_max']):.1f} dB at 100 ft"
                if audibility.get("margin_db_min") is not None else "audibility not assessed")
     return (f"{check.link.rule} finding on {check.link.device_id}, "
             f"{format_time(check.link.start_ns)} to {format_time(check.link.end_ns)}: "

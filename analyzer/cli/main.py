@@ -100,13 +100,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the services up after the replay until Ctrl-C",
     )
 
+    from analyzer.cli.case import add_case_parser
     from analyzer.cli.findings import add_findings_parser
     from analyzer.cli.provision import add_parsers
+    from analyzer.cli.report import add_report_parser
     from analyzer.cli.site import add_site_parser
 
     add_parsers(sub)
     add_site_parser(sub)
     add_findings_parser(sub)
+    add_case_parser(sub)
+    add_report_parser(sub)
     evaluate = sub.add_parser(
         "evaluate",
         help="score detection against annotated recordings (precision, recall, F1, PR curve)",
@@ -245,6 +249,14 @@ def main(argv: list[str] | None = None) -> int:
             from analyzer.cli.site import run_site
 
             return run_site(args)
+        if args.command == "case":
+            from analyzer.cli.case import run_case
+
+            return run_case(args)
+        if args.command == "report":
+            from analyzer.cli.report import run_report
+
+            return run_report(args)
         if args.command == "findings":
             from analyzer.cli.findings import run_findings
 

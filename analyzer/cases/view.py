@@ -1,0 +1,56 @@
+"""Everything recorded about one complaint, its links verified now, and the checklist."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from analyzer.cases.checklist import ChecklistItem, seizure_checklist
+from analyzer.cases.links import UNCHECKED, LinkCheck, verify_link
+from analyzer.cases.records import (
+    Address,
+    Complaint,
+    ContactAttempt,
+    Disposition,
+    Observation,
+    OfficerAttestation,
+    OfficerException,
+    Placement,
+)
+from analyzer.cases.store import CaseStore
+from analyzer.store import InfluxClient
+
+
+@dataclass(frozen=True)
+class CaseView:
+    """One complaint as read now (links verified against InfluxDB on this read)."""
+
+    complaint: Complaint
+    address: Address
+    placements: list[Placement]
+    history: list[Complaint]  # every complaint at the address, oldest first
+    contacts: list[ContactAttempt]
+    observations: list[Observation]
+    exceptions: list[OfficerException]
+    attestations: list[OfficerAttestation]
+    dispositions: list[Disposition]
+    checks: list[LinkCheck]
+    checklist: list[ChecklistItem]
+    prior_citations: int  # at the address before the complaint was received
+
+
+def read_case(store: CaseStore, complaint_id: int, client: InfluxClient | None) -> CaseView:
+    """Read the complaint and verify each of its links (``client`` None: links not checked)."""
+    complaint = store.complaint(complaint_id)
+    history = store.complaints(complaint.address_id)
+    checks = [verify_link(client, link) if client is not None
+              else LinkCheck(link, UNCHECKED, ["no InfluxDB given"])
+              for link in store.links(complaint_id)]
+    contacts = store.contact_attempts(complaint_id)
+    exceptions = store.exceptions(complaint_id)
+    attestations = store.attestations(complaint_id)
+    return CaseView(
+        complaint, store.address(complaint.address_id), store.placements(complaint.address_id),
+        history, contacts, store.observations(complaint_id), exceptions, attestations,
+        store.dispositions(complaint_id), checks,
+        seizure_checklist(complaint, history, checks, exceptions, contacts, attestations),
+        store.prior_citations(complaint.address_id, complaint.received_ns))

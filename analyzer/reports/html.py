@@ -1,0 +1,283 @@
+"""The evidence report as one self-contained HTML page (plots inline as data URIs, CSS
+inline, no script), also the source of the PDF."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from html import escape
+from typing import Any
+
+from analyzer.cases import VERIFIED, Complaint, format_time
+from analyzer.cases.checklist import CONDITION_TEXT
+from analyzer.reports import ordinance_text as text
+from analyzer.reports.gather import ReportData, WindowEvidence
+from analyzer.reports.plots import window_plots
+
+WITHHELD = "[withheld]"
+NS = 1_000_000_000
+
+CSS = """
+body { font-family: "DejaVu Sans", Arial, sans-serif; font-size: 10.5pt; color: #111;
+       max-width: 60em; margin: 1.5em auto; padding: 0 1em; background: #fff; }
+h1 { font-size: 18pt; margin-bottom: 0.2em; } h2 { font-size: 14pt; border-bottom: 1px solid
+#999; margin-top: 1.6em; } h3 { font-size: 12pt; }
+table { border-collapse: collapse; width: 100%; margin: 0.5em 0; }
+td, th { border: 1px solid #bbb; padding: 3px 6px; vertical-align: top; text-align: left;
+         overflow-wrap: anywhere; }
+th { background: #eee; } .mono { font-family: "DejaVu Sans Mono", monospace; font-size: 8pt;
+word-break: break-all; } .ok { color: #176117; font-weight: bold; }
+.bad { color: #a00000; font-weight: bold; } .notice { border: 2px solid #a00000; padding:
+0.5em; margin: 1em 0; } blockquote { border-left: 3px solid #999; margin: 0.5em 0;
+padding-left: 0.8em; } img { max-width: 100%; } figure { margin: 0.6em 0;
+page-break-inside: avoid; }
+"""
+
+
+def _e(value: object) -> str:
+    return escape(str(value))
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Rows of already escaped HTML."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>"
+                   for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _num(value: Any, unit: str = "", digits: int = 1) -> str:
+    if value is None or value == "":
+        return "not available"
+    return f"{float(value):.{digits}f}{unit}"
+
+
+class Redactor:
+    """Replaces the complainant's identity with a mark when the report is redacted."""
+
+    def __init__(self, complaints: Sequence[Complaint], redacted: bool) -> None:
+        self.redacted = redacted
+        secrets = {c.complainant_name for c in complaints} | {c.complainant_contact
+                                                              for c in complaints}
+        self.secrets = sorted((s for s in secrets if s.strip()), key=len, reverse=True)
+
+    def __call__(self, value: str) -> str:
+        if not self.redacted:
+            return value
+        for secret in self.secrets:
+            value = value.replace(secret, WITHHELD)
+        return value
+
+
+def _ordinance() -> str:
+    conditions = "".join(f"<li>{_e(CONDITION_TEXT[n])}</li>" for n in range(1, 8))
+    return (f"<h2>1. The ordinance</h2><p>{_e(text.SOURCE)}.</p>"
+            f"<blockquote>{_e(text.SUBD_5)}</blockquote><blockquote>{_e(text.PENALTY)}"
+            f"</blockquote><blockquote>{_e(text.SEIZURE_INTRO)}<ol>{conditions}</ol>"
+            f"</blockquote><p>Subdivision 1, definitions:</p><blockquote>{_e(text.SUBD_1_P)}"
+            f"</blockquote><p><em>{_e(text.CROSS_REFERENCE_NOTE)}</em></p>")
+
+
+def _complaint(data: ReportData, redact: Redactor) -> str:
+    view = data.view
+    c, a = view.complaint, view.address
+    complainant = (WITHHELD + " (redacted export)" if data.redacted else
+                   f"{_e(c.complainant_name)}, {_e(c.complainant_contact)} "
+                   "<strong>(personal data)</strong>")
+    rows = [
+        ("Premises", _e(a.premises)),
+        ("Owner or custodian", _e(a.owner_name or "not recorded")
+         + (f", {_e(a.owner_contact)}" if a.owner_contact else "")),
+        ("Complainant", complainant + f" &mdash; {_e(c.complainant_role.replace('_', ' '))}"),
+        ("Received", _e(format_time(c.received_ns)) + f" by {_e(c.officer)}"),
+        ("Barking complained about", _e(f"{format_time(c.span_start_ns)} to "
+                                        f"{format_time(c.span_end_ns)}")),
+        ("Contemporaneous", "yes" if c.contemporaneous else "no"),
+        ("Notes", _e(redact(c.notes)) or "none"),
+    ]
+    for p in view.placements:
+        until = format_time(p.removed_ns) if p.removed_ns is not None else "still in place"
+        rows.append(("Device", _e(f"{p.device_id} from {format_time(p.placed_ns)} to {until}")))
+    return "<h2>2. The complaint</h2>" + _table(["", ""], rows)
+
+
+def _verification(evidence: WindowEvidence) -> str:
+    check = evidence.check
+    if check.state == VERIFIED:
+        return ("<span class='ok'>verifies</span>: the stored window is the linked one, its "
+                "content hashes to its digest, and recomputing it now from the stored events "
+                "and coverage gives the same content and digest")
+    details = "; ".join(check.details)
+    return (f"<span class='bad'>the evidence window no longer verifies ({_e(check.state)})"
+            f"</span>: {_e(details)}")
+
+
+def _element_rows(evidence: WindowEvidence) -> list[tuple[str, str]]:
+    f = evidence.fields
+    link = evidence.check.link
+    parameters = f.get("parameters", {})
+    continuous = link.rule == "continuous"
+    limit = float(parameters.get("continuous_limit_s" if continuous else "intermittent_limit_s",
+                                 "nan"))
+    gap = float(parameters.get("continuity_gap_s" if continuous else "intermittency_gap_s",
+                               "nan"))
+    duration = float(f.get("duration_s", "nan"))
+    longest_gap = float(f.get("longest_gap_s", "nan"))
+    levels, audibility, coverage = f.get("levels", {}), f.get("audibility", {}), \
+        f.get("coverage", {})
+    labels = sorted({e.label for e in evidence.events})
+    gaps = coverage.get("gaps_ns", [])
+    gap_text = "; ".join(f"{format_time(int(a))} to {format_time(int(b))}" for a, b in gaps)
+    sensitivity = ", ".join(
+        f"gap {float(r['gap_s']):g} s: {'holds' if r['holds'] else 'does not hold'} "
+        f"(longest {float(r['longest_s']):.0f} s)" for r in f.get("sensitivity", []))
+    return [
+        ("Dog noise (barks, whines, howls, bays, cries)",
+         _e(f"{f.get('events_counted')} events counted of {f.get('events_in_span')} in the "
+            f"span; labels {', '.join(labels) or 'none read'}")),
+        ("Duration" + (" (continuously)" if continuous else " (intermittent)"),
+         _e(f"{duration:.1f} s ({duration / 60:.1f} min) from "
+            f"{format_time(link.start_ns)} to {format_time(link.end_ns)}, against "
+            f"more than {limit:.0f} s ({limit / 60:g} min): ")
+         + ("<span class='ok'>longer</span>" if duration > limit
+            else "<span class='bad'>not longer</span>")),
+        ("Continuity", _e(f"longest gap between counted events {longest_gap:.1f} s; the "
+                          f"rule's gap: under {gap:g} s")),
+        ("Plainly audible at 100 ft",
+         _e(f"{f.get('audible_events')} plainly audible events, "
+            f"{f.get('audibility_unknown_events')} not assessed; level 100 ft beyond the "
+            f"boundary up to {_num(levels.get('level_at_100ft_db_max'), ' dB')} (energy mean "
+            f"{_num(levels.get('level_at_100ft_db_mean'), ' dB')}); audibility margin "
+            f"{_num(audibility.get('margin_db_min'), ' dB')} to "
+            f"{_num(audibility.get('margin_db_max'), ' dB')} (median "
+            f"{_num(audibility.get('margin_db_median'), ' dB')}); expanded uncertainty "
+            f"{_num(f.get('uncertainty_db'), ' dB')}")),
+        ("Levels at the sensor", _e(f"LAeq {_num(levels.get('laeq_db'), ' dB')}, LAFmax "
+                                    f"{_num(levels.get('lafmax_db'), ' dB')} over counted "
+                                    "events")),
+        ("Coverage gaps", _e(f"{_num(coverage.get('uncovered_s'), ' s')} not measured"
+                             + (f": {gap_text}" if gap_text else ""))),
+        ("Calibration", _e(("calibration date " + ", ".join(evidence.calibration_dates))
+                           if evidence.calibration_dates else "no calibration date stored")
+         + _e(f"; full scale {', '.join(f'{x:g}' for x in evidence.full_scale_db)} dB SPL"
+              if evidence.full_scale_db else "")),
+        ("Classifier and software", _e(f"classifier {', '.join(f.get('model_versions', []))}"
+                                       f"; Barkwatch {f.get('software_version', '?')}")),
+        ("Reading of the rule", _e(f.get("reading", ""))),
+        ("Sensitivity to the gap", _e(sensitivity or "not stated")),
+        ("Verification now", _verification(evidence)),
+    ]
+
+
+def _elements(data: ReportData) -> str:
+    parts = ["<h2>3. Each element of the violation, with its evidence</h2>"]
+    if not data.windows:
+        parts.append("<p class='bad'>No evidence window is linked to this complaint.</p>")
+    for number, evidence in enumerate(data.windows, 1):
+        link = evidence.check.link
+        parts.append(f"<h3>3.{number} {_e(link.rule)} finding on {_e(link.device_id)}, "
+                     f"{_e(format_time(link.start_ns))}</h3>")
+        if evidence.read_error:
+            parts.append(f"<p class='bad'>Stored data could not be read: "
+                         f"{_e(evidence.read_error)}</p>")
+        if not evidence.fields:
+            parts.append(f"<p>{_verification(evidence)}</p>")
+            continue
+        parts.append(_table(["Element", "Evidence"], _element_rows(evidence)))
+        for title, uri in window_plots(evidence):
+            parts.append(f"<figure><img alt='{_e(title)}' src='{uri}'>"
+                         f"<figcaption>{_e(title)}</figcaption></figure>")
+    return "".join(parts)
+
+
+def _windows(data: ReportData) -> str:
+    rows = [(_e(w.check.link.device_id), _e(w.check.link.rule),
+             _e(f"{format_time(w.check.link.start_ns)} to {format_time(w.check.link.end_ns)}"),
+             f"<span class='mono'>{_e(w.check.link.digest)}</span>",
+             f"<span class='mono'>{_e(w.fields.get('prev_digest', ''))}</span>",
+             "<span class='ok'>verifies</span>" if w.check.state == VERIFIED
+             else f"<span class='bad'>{_e(w.check.state)}</span>") for w in data.windows]
+    return ("<h2>4. Evidence windows and their digests</h2><p>Each window is stored in "
+            "InfluxDB (measurement <code>evidence_window</code>); its digest is the SHA-256 of "
+            "its canonical content, chained to the device's previous window. Recompute with "
+            "<code>barkwatch findings recompute --device D --from T1 --to T2</code>.</p>"
+            + _table(["Device", "Rule", "Span", "Digest", "Previous digest",
+                      "Recomputed at report time"], rows))
+
+
+def _exceptions(data: ReportData, redact: Redactor) -> str:
+    rows = [(_e(x.kind), _e(format_time(x.at_ns)), _e(x.officer), _e(redact(x.notes)))
+            for x in data.view.exceptions]
+    body = _table(["Exception", "When", "Officer", "Notes"], rows) if rows else \
+        "<p>The officer recorded no harassment, injury or trespass.</p>"
+    return ("<h2>5. Exceptions as the officer recorded them</h2><p>Subd. 5: not a violation "
+            "if the noise was due to harassment or injury to the dog or a trespass.</p>" + body)
+
+
+def _checklist(data: ReportData, redact: Redactor) -> str:
+    rows = []
+    for item in data.view.checklist:
+        state = "<span class='ok'>met</span>" if item.met else "<span class='bad'>not met</span>"
+        detail = "".join(f"<div>+ {_e(redact(x))}</div>" for x in item.evidence) + "".join(
+            f"<div>&minus; missing: {_e(redact(x))}</div>" for x in item.missing)
+        rows.append((str(item.number), _e(item.text), _e(item.basis), state, detail))
+    return ("<h2>6. Seizure checklist (subd. 5, conditions 1&ndash;7)</h2>"
+            + _table(["#", "Condition", "How it is shown", "State", "Evidence / missing"],
+                     rows))
+
+
+def _officer_records(data: ReportData, redact: Redactor) -> str:
+    view = data.view
+    contacts = [(_e(format_time(t.at_ns)), _e(t.method), _e(t.outcome.replace("_", " ")),
+                 _e(t.officer), _e(redact(t.notes))) for t in view.contacts]
+    observations = [(_e(format_time(o.at_ns)), _e(o.officer), _e(redact(o.notes)))
+                    for o in view.observations]
+    dispositions = [(_e(d.kind), _e(format_time(d.at_ns)), _e(d.officer),
+                     _e(f"{d.prior_citations} earlier citation(s) at the address"
+                        + (" (first violation: petty misdemeanor, subd. 5)"
+                           if d.kind == "citation" and d.prior_citations == 0 else "")),
+                     _e(redact(d.notes))) for d in view.dispositions]
+    return ("<h2>7. Contact attempts, observations and dispositions</h2>"
+            + (_table(["When", "Method", "Outcome", "Officer", "Notes"], contacts)
+               if contacts else "<p>No contact attempt recorded.</p>")
+            + (_table(["When", "Officer", "Observation"], observations)
+               if observations else "<p>No observation recorded.</p>")
+            + (_table(["Disposition", "When", "Officer", "Prior violations", "Notes"],
+                      dispositions) if dispositions else "<p>No disposition recorded.</p>")
+            + f"<p>Citations at this address before this complaint: {view.prior_citations}."
+              "</p>")
+
+
+def _history(data: ReportData, redact: Redactor) -> str:
+    rows = [(f"#{c.id}" + (" (this complaint)" if c.id == data.view.complaint.id else ""),
+             _e(format_time(c.received_ns)),
+             _e(f"{format_time(c.span_start_ns)} to {format_time(c.span_end_ns)}"),
+             _e(redact(c.complainant_name)), _e(c.officer))
+            for c in data.view.history]
+    return ("<h2>8. Complaint history at the address</h2>"
+            + _table(["Complaint", "Received", "Barking complained about", "Complainant",
+                      "Officer"], rows))
+
+
+def render_html(data: ReportData) -> str:
+    """The whole report as one HTML document."""
+    view = data.view
+    redact = Redactor(view.history, data.redacted)
+    notice = ("<div class='notice'>Redacted export: the complainant's identity is withheld."
+              "</div>" if data.redacted else
+              "<div class='notice'><strong>Contains personal data</strong>: the complainant's "
+              "name and contact (sections 2, 6 and 8). Share outside the case only as a "
+              "redacted export (<code>barkwatch case export --redact</code>).</div>")
+    verified = sum(w.check.state == VERIFIED for w in data.windows)
+    return (
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>Barkwatch evidence report, complaint #{view.complaint.id}</title>"
+        f"<style>{CSS}</style></head><body>"
+        f"<h1>Barking-dog evidence report &mdash; complaint #{view.complaint.id}</h1>"
+        f"<p>{_e(view.address.premises)}. Generated {_e(format_time(data.generated_ns))} by "
+        f"Barkwatch {_e(data.software_version)}. Times are America/Chicago with UTC beside "
+        f"them. {verified} of {len(data.windows)} linked evidence window(s) verify now.</p>"
+        + notice + _ordinance() + _complaint(data, redact) + _elements(data)
+        + _windows(data) + _exceptions(data, redact) + _checklist(data, redact)
+        + _officer_records(data, redact) + _history(data, redact)
+        + "<p><em>Barkwatch states the measurements and how they were read; whether the "
+          "ordinance was violated is for the officer and the court.</em></p></body></html>")

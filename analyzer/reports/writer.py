@@ -1,0 +1,47 @@
+"""Write the report: ``report.html`` (self-contained) and ``report.pdf`` (WeasyPrint renders
+the same HTML, so both carry the same content)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from analyzer.errors import AnalyzerError
+from analyzer.reports.gather import ReportData
+from analyzer.reports.html import render_html
+
+log = logging.getLogger(__name__)
+
+
+class ReportError(AnalyzerError):
+    """The report cannot be written (folder, PDF engine)."""
+
+
+def write_report(data: ReportData, out_dir: str | Path) -> tuple[Path, Path]:
+    """Write the HTML and the PDF into ``out_dir`` (created); returns their paths. Both are
+    created readable by the owner only when they carry personal data (not redacted)."""
+    folder = Path(out_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportError(f"cannot create report folder {folder}: {exc}") from exc
+    stem = f"complaint-{data.view.complaint.id}" + ("-redacted" if data.redacted else "")
+    html_path, pdf_path = folder / f"{stem}.html", folder / f"{stem}.pdf"
+    document = render_html(data)
+    mode = 0o644 if data.redacted else 0o600
+    try:
+        import weasyprint  # heavy import: only when a report is written
+    except ImportError as exc:
+        raise ReportError("the PDF needs WeasyPrint: pip install 'barkwatch[analyzer]' "
+                          f"(and Debian's libpango-1.0-0): {exc}") from exc
+    try:
+        for path in (html_path, pdf_path):
+            path.unlink(missing_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
+        html_path.write_text(document, encoding="utf-8")
+        weasyprint.HTML(string=document, base_url=str(folder)).write_pdf(pdf_path)
+    except OSError as exc:
+        raise ReportError(f"cannot write the report into {folder}: {exc}") from exc
+    log.info("report written: %s, %s", html_path, pdf_path)
+    return html_path, pdf_path
