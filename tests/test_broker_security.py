@@ -308,7 +308,7 @@ def test_after_a_rotation_the_sensor_resumes_once_its_new_password_is_installed(
     try:
         wait_until(lambda: publisher.connects == 1, 30, "the sensor to connect")
         rotate = subprocess.run(
-            [BIN / "barkwatch", "device", "rotate", "dev-a", "--broker-host", "127.0.0.1",
+            [BIN / "barkwatch", "device", "rotate", "dev-a",
              "--broker-dir", deployment.files.directory, "--devices-dir",
              deployment.devices_dir, "--pid-file", broker.pid_file],
             capture_output=True, text=True, timeout=60,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import ssl
 import subprocess
 import sys
@@ -13,15 +14,18 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
+from analyzer.cli.main import main as barkwatch
 from analyzer.deploy.passwords import (
     PasswordFile,
     check_password,
     hash_password,
     read_password_file,
 )
+from analyzer.deploy.pki import owner_of
 from analyzer.deploy.provision import (
     ANALYZER_USER,
     BrokerFiles,
+    DeploymentSettings,
     add_device,
     init_broker,
     init_pki,
@@ -164,6 +168,80 @@ def test_password_file_rewrite_keeps_its_mode(tmp_path: Path) -> None:
         with pytest.raises(ProvisioningError, match="cannot go into a password file"):
             passwords.set_password("c:d", "z")
     assert _mode(path) == 0o640 and list(read_password_file(path)) == ["a", "b"]
+
+
+def test_device_add_writes_the_device_port_broker_init_saved(tmp_path: Path) -> None:
+    files = BrokerFiles(tmp_path / "broker")
+    init_pki(tmp_path / "pki", files, ["127.0.0.1"], broker_user=None)
+    init_broker(files, tmp_path / "barkwatch.conf", tmp_path / "analyzer-password",
+                device_port=18883, broker_user=None, analyzer_owner=None)
+    assert DeploymentSettings.load(files) == DeploymentSettings(device_port=18883)
+    assert "\nlistener 18883\n" in (tmp_path / "barkwatch.conf").read_text()
+    saved = add_device(files, tmp_path / "d", "yard-7", "127.0.0.1", broker_user=None)
+    chosen = add_device(files, tmp_path / "d", "yard-8", "127.0.0.1", 8884, broker_user=None)
+    assert load_sensor_config(str(saved.config)).mqtt.port == 18883
+    assert load_sensor_config(str(chosen.config)).mqtt.port == 8884
+
+
+def test_saved_settings_that_are_not_usable_are_named_with_file_and_key(
+    files: BrokerFiles,
+) -> None:
+    files.settings_file.write_text("device_port = 70000\n")
+    with pytest.raises(ProvisioningError, match=r"deployment.toml: device_port = 70000 is not a"):
+        add_device(files, files.directory / "d", "yard-7", "127.0.0.1", broker_user=None)
+
+
+def test_rotate_writes_only_the_new_password_and_says_to_install_only_it(
+    files: BrokerFiles, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    devices = tmp_path / "devices"
+    add_device(files, devices, "yard-7", "127.0.0.1", broker_user=None)
+    shutil.rmtree(devices / "yard-7")  # installed, then deleted as the docs say
+    assert barkwatch(["device", "rotate", "yard-7", "--broker-dir", str(files.directory),
+                      "--devices-dir", str(devices), "--no-reload"]) == 0
+    out = capsys.readouterr().out
+    assert sorted(p.name for p in (devices / "yard-7").iterdir()) == ["mqtt-password"]
+    assert "install -m 600 -o barkwatch -g barkwatch mqtt-password /etc/barkwatch/" in out
+    assert "install -m 644 sensor.toml" not in out and "not a new sensor.toml" in out
+
+
+def test_revoke_without_a_pid_file_exits_1_and_says_how_to_reload(
+    files: BrokerFiles, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    add_device(files, tmp_path / "devices", "yard-7", "127.0.0.1", broker_user=None)
+    status = barkwatch(["device", "revoke", "yard-7", "--broker-dir", str(files.directory),
+                        "--devices-dir", str(tmp_path / "devices"),
+                        "--pid-file", str(tmp_path / "absent.pid")])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert f"no Mosquitto pid file at {tmp_path / 'absent.pid'}" in err
+    assert "the revoked device can still connect" in err
+    assert "systemctl reload mosquitto" in err and "kill -HUP" in err
+    assert list_devices(files) == []  # the file did change
+
+
+def test_device_list_says_so_when_there_are_no_devices(
+    files: BrokerFiles, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert barkwatch(["device", "list", "--broker-dir", str(files.directory)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and f"no devices in {files.password_file}" in err
+
+
+def test_broker_init_reports_who_really_owns_the_analyzer_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    files = BrokerFiles(tmp_path / "broker")
+    init_pki(tmp_path / "pki", files, ["127.0.0.1"], broker_user=None)
+    password = tmp_path / "analyzer-password"
+    assert barkwatch(["broker", "init", "--broker-dir", str(files.directory),
+                      "--conf", str(tmp_path / "barkwatch.conf"), "--analyzer-password-file",
+                      str(password), "--analyzer-user", "no-such-user-here"]) == 0
+    out = capsys.readouterr().out
+    # As root the file stays root's (the user does not exist); otherwise it is the caller's.
+    assert f"{password} (0600, {owner_of(password)})" in out
+    assert "no-such-user-here" not in out
+    assert f".{password.name}." not in caplog.text  # no temporary file named in the warning
 
 
 def test_reload_refuses_a_pid_that_is_not_mosquitto(tmp_path: Path) -> None:

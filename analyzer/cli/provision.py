@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from analyzer.deploy import CA_DAYS, SERVER_DAYS, provision
+from analyzer.deploy import CA_DAYS, SERVER_DAYS, owner_of, provision
 from analyzer.errors import ProvisioningError
 
 INSTALL_ON_DEVICE = """\
@@ -20,6 +20,29 @@ Install it on the device (as root; the sensor runs as user barkwatch):
   install -m 600 -o barkwatch -g barkwatch mqtt-password {etc}/
 Then check it there with: barkwatch-sensor validate-config --config {etc}/sensor.toml
 The bundle holds the only copy of the password: delete it once installed."""
+INSTALL_ROTATED = """\
+Install only the new mqtt-password on the device (as root), not a new sensor.toml: the
+installed one holds the site's [audio] and [calibration]:
+  install -m 600 -o barkwatch -g barkwatch mqtt-password {etc}/
+No restart is needed: the sensor re-reads it before its next connection attempt.
+The bundle holds the only copy of the password: delete it once installed."""
+# What a change that the broker has not re-read means, per command.
+NOT_APPLIED = {
+    "add": "the new device cannot connect yet",
+    "rotate": "the old password still works and the new one does not",
+    "revoke": "the revoked device can still connect",
+}
+
+
+def _port(text: str) -> int:
+    """A TCP port number from the command line (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (1-65535)")
+    return value
 
 
 def _broker_dir(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +70,8 @@ def _reload(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=provision.DEFAULT_PID_FILE,
         help="Mosquitto's pid file; it gets SIGHUP to re-read passwords and ACL "
-        f"(default {provision.DEFAULT_PID_FILE})",
+        f"(default {provision.DEFAULT_PID_FILE}, which Debian's mosquitto.conf sets). When "
+        "it cannot be signalled, the command exits with status 1 and says how to reload",
     )
     parser.add_argument(
         "--no-reload", action="store_true", help="change the files only; reload the broker later"
@@ -119,13 +143,19 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         default=provision.DEFAULT_CONF,
         help=f"configuration file to write (default {provision.DEFAULT_CONF})",
     )
-    init.add_argument("--device-port", type=int, default=provision.DEVICE_PORT)
+    init.add_argument(
+        "--device-port",
+        type=_port,
+        default=provision.DEVICE_PORT,
+        help="port of the TLS listener for devices (default 8883); saved in "
+        "BROKER_DIR/deployment.toml, where 'device add' takes it from",
+    )
     init.add_argument(
         "--device-address", default="", help="address the TLS listener binds; default all"
     )
     init.add_argument(
         "--local-port",
-        type=int,
+        type=_port,
         default=provision.LOCAL_PORT,
         help="loopback listener for a co-located analyzer (default 1883)",
     )
@@ -152,14 +182,24 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     device_sub = device.add_subparsers(dest="action")
     for action, text in (
         ("add", "create a device's credentials and its ready configuration bundle"),
-        ("rotate", "give a device a new password and bundle; the old password stops working"),
+        ("rotate", "give a device a new password (its bundle's mqtt-password only); the old "
+         "password stops working"),
     ):
         command = device_sub.add_parser(action, help=text, description=text)
         command.add_argument("name", help="device id: [a-z0-9][a-z0-9_-]*, at most 64")
-        command.add_argument(
-            "--broker-host", required=True, help="broker name or address the device uses"
-        )
-        command.add_argument("--broker-port", type=int, default=provision.DEVICE_PORT)
+        if action == "add":
+            command.add_argument(
+                "--broker-host",
+                required=True,
+                help="broker name or address the device uses; the broker's certificate must "
+                "name it (barkwatch ca init --server-name)",
+            )
+            command.add_argument(
+                "--broker-port",
+                type=_port,
+                help="port the device connects to (default: the --device-port 'broker init' "
+                "saved in BROKER_DIR/deployment.toml, else 8883)",
+            )
         _broker_dir(command)
         _devices_dir(command)
         _broker_user(command)
@@ -174,7 +214,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     _broker_dir(revoke)
     _devices_dir(revoke)
     _reload(revoke)
-    listing = device_sub.add_parser("list", help="list provisioned devices")
+    listing = device_sub.add_parser(
+        "list",
+        help="list provisioned devices",
+        description="Print the device ids in the broker's password file, one a line; with "
+        "none, say so on standard error (standard output stays empty).",
+    )
     _broker_dir(listing)
 
 
@@ -195,14 +240,18 @@ def _ca(args: argparse.Namespace, files: provision.BrokerFiles) -> int:
         provision.init_pki(
             args.pki_dir, files, args.server_name, args.broker_user, args.ca_days, args.server_days
         )
-        print(f"CA created: {args.pki_dir / 'ca.crt'} (public), {args.pki_dir / 'ca.key'} (0600)")
+        print(
+            f"CA created: {args.pki_dir / 'ca.crt'} (public), {args.pki_dir / 'ca.key'} "
+            f"(0600, {owner_of(args.pki_dir / 'ca.key')})"
+        )
         print("  The CA key signs server certificates only: keep it offline from now on.")
     else:
         provision.renew_server_certificate(
             args.pki_dir, files, args.server_name, args.broker_user, args.server_days
         )
         print("Restart Mosquitto to use the new certificate: systemctl restart mosquitto")
-    print(f"Broker certificate: {files.certfile}, key {files.keyfile} (0600, {args.broker_user})")
+    print(f"Broker certificate: {files.certfile}, key {files.keyfile} "
+          f"(0600, {owner_of(files.keyfile)})")
     print(f"  valid for: {', '.join(args.server_name)}")
     return 0
 
@@ -220,11 +269,12 @@ def _broker(args: argparse.Namespace, files: provision.BrokerFiles) -> int:
         args.rotate_analyzer,
     )
     print(f"Mosquitto configuration: {args.conf}; ACL: {files.acl_file}")
-    print(f"Password file: {files.password_file}")
+    print(f"Password file: {files.password_file} (0600, {owner_of(files.password_file)})")
+    print(f"Saved settings: {files.settings_file} (device port {args.device_port})")
     if created:
         print(
             f"Analyzer user {provision.ANALYZER_USER}: password in "
-            f"{args.analyzer_password_file} (0600, {args.analyzer_user})"
+            f"{args.analyzer_password_file} (0600, {owner_of(args.analyzer_password_file)})"
         )
     print("Restart Mosquitto to apply: systemctl restart mosquitto")
     return 0
@@ -232,44 +282,49 @@ def _broker(args: argparse.Namespace, files: provision.BrokerFiles) -> int:
 
 def _device(args: argparse.Namespace, files: provision.BrokerFiles) -> int:
     if args.action == "list":
-        for name in provision.list_devices(files):
+        names = provision.list_devices(files)
+        for name in names:
             print(name)
+        if not names:
+            print(f"no devices in {files.password_file} (add one with 'barkwatch device add')",
+                  file=sys.stderr)
         return 0
     if args.action == "revoke":
         provision.revoke_device(files, args.devices_dir, args.name)
         print(f"device {args.name} revoked: removed from {files.password_file}, bundle deleted")
+    elif args.action == "rotate":
+        bundle = provision.rotate_device(files, args.devices_dir, args.name, args.broker_user)
+        print(f"device {args.name} has a new password: {bundle.password_file} (0600)")
+        print(INSTALL_ROTATED.format(etc=provision.DEVICE_ETC))
     else:
+        port = provision.device_port(files) if args.broker_port is None else args.broker_port
         bundle = provision.add_device(
-            files,
-            args.devices_dir,
-            args.name,
-            args.broker_host,
-            args.broker_port,
-            args.broker_user,
-            rotate=args.action == "rotate",
+            files, args.devices_dir, args.name, args.broker_host, port, args.broker_user
         )
-        done = "has a new password" if args.action == "rotate" else "added"
-        print(f"device {args.name} {done}; bundle: {bundle.directory}/")
-        print("  sensor.toml, ca.crt, mqtt-password (0600)")
+        print(f"device {args.name} added; bundle: {bundle.directory}/")
+        print(f"  sensor.toml (broker {args.broker_host}:{port}), ca.crt, mqtt-password (0600)")
         print(INSTALL_ON_DEVICE.format(etc=provision.DEVICE_ETC))
     return _apply(args)
 
 
 def _apply(args: argparse.Namespace) -> int:
+    """Make the broker re-read the password file; exit status 1 when it could not be told
+    (the change has not taken effect, and the operator must reload it)."""
     if args.no_reload:
-        print("Not reloaded: run 'systemctl reload mosquitto' for the change to take effect.")
+        print(f"Not reloaded (--no-reload): {NOT_APPLIED[args.action]} until Mosquitto "
+              f"re-reads its password file: {provision.RELOAD_HOW}.")
         return 0
     try:
         reloaded = provision.reload_broker(args.pid_file)
+        if not reloaded:
+            raise ProvisioningError(f"there is no Mosquitto pid file at {args.pid_file}")
     except ProvisioningError as exc:
-        print(f"barkwatch: error: the files changed, but {exc}", file=sys.stderr)
-        return 1
-    if reloaded:
-        print("Mosquitto reloaded (SIGHUP); other clients stay connected.")
-    else:
         print(
-            f"No Mosquitto pid file at {args.pid_file}: run 'systemctl reload mosquitto' "
-            "for the change to take effect.",
+            f"barkwatch: error: the password file changed, but the broker was not told: {exc}."
+            f"\nUntil Mosquitto re-reads it, {NOT_APPLIED[args.action]}. Reload it now: "
+            f"{provision.RELOAD_HOW}.",
             file=sys.stderr,
         )
+        return 1
+    print("Mosquitto reloaded (SIGHUP); other clients stay connected.")
     return 0

@@ -58,15 +58,19 @@ def write_file(path: Path, data: bytes, mode: int, owner: Owner | None = None) -
             stream.flush()
             os.fsync(stream.fileno())
         if owner is not None:
-            give_to(Path(temporary), owner)
+            give_to(Path(temporary), owner, shown_as=path)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
 
 
-def give_to(path: Path, owner: Owner) -> None:
-    """chown ``path`` to ``owner`` when running as root; a missing user is only warned about."""
+def give_to(path: Path, owner: Owner, shown_as: Path | None = None) -> None:
+    """chown ``path`` to ``owner`` when running as root; a missing user is only warned about.
+
+    ``shown_as``: the name to give in that warning (the final name of a file still being
+    written under a temporary one).
+    """
     if os.geteuid() != 0:
         return
     if isinstance(owner, tuple):
@@ -75,9 +79,19 @@ def give_to(path: Path, owner: Owner) -> None:
     try:
         entry = pwd.getpwnam(owner)
     except KeyError:
-        log.warning("user %r does not exist; %s stays owned by root", owner, path)
+        log.warning("user %r does not exist; %s stays owned by root (create the user, then "
+                    "chown the file)", owner, shown_as or path)
         return
     os.chown(path, entry.pw_uid, entry.pw_gid)
+
+
+def owner_of(path: Path) -> str:
+    """The user name that owns ``path`` (its uid when the user has no name)."""
+    uid = path.stat().st_uid
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def _name(common_name: str) -> x509.Name:

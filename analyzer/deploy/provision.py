@@ -12,6 +12,7 @@ file                                               mode    who reads it
 ``/etc/mosquitto/barkwatch/server.crt``, ca.crt    0644    Mosquitto, ``device add``
 ``/etc/mosquitto/barkwatch/passwd``                0600    Mosquitto (owner ``mosquitto``)
 ``/etc/mosquitto/barkwatch/barkwatch.acl``         0644    Mosquitto
+``/etc/mosquitto/barkwatch/deployment.toml``       0644    ``device add|rotate`` (ports)
 ``/etc/mosquitto/conf.d/barkwatch.conf``           0644    Mosquitto
 ``/etc/barkwatch/analyzer-mqtt-password``          0600    the analyzer (owner ``barkwatch``)
 ``/etc/barkwatch/devices/<device>/``               0700    root; copied onto the device
@@ -20,6 +21,9 @@ file                                               mode    who reads it
 A device bundle holds ``sensor.toml`` (no secret in it), ``ca.crt`` and ``mqtt-password``
 (0600). Passwords are never printed or logged; they exist only in those 0600 files and, as
 hashes, in the broker's password file.
+
+``deployment.toml`` holds the deployment's saved settings: the ports and address ``broker init``
+rendered, so that ``device add`` writes the device port chosen there into each bundle.
 
 The ACL needs no per-device lines (its patterns use the user name, which is the device id),
 so adding or revoking a device only changes the password file. Mosquitto re-reads that file
@@ -34,6 +38,7 @@ import os
 import shutil
 import signal
 import string
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +75,11 @@ DEFAULT_CONF = Path("/etc/mosquitto/conf.d/barkwatch.conf")
 DEFAULT_ANALYZER_PASSWORD = Path("/etc/barkwatch/analyzer-mqtt-password")
 DEFAULT_PID_FILE = Path("/run/mosquitto/mosquitto.pid")  # Debian's mosquitto.conf sets it
 DEVICE_ETC = "/etc/barkwatch"  # where a bundle's files go on the device
+RELOAD_HOW = (
+    "'sudo systemctl reload mosquitto' (Debian's service), "
+    "'sudo kill -HUP $(pidof mosquitto)' (a broker started by hand), or the command again "
+    "with --pid-file naming the pid_file of the broker's configuration"
+)
 
 
 def command_topic(device_id: str) -> str:
@@ -107,6 +117,61 @@ class BrokerFiles:
     def acl_file(self) -> Path:
         """The installed copy of ``broker_config/barkwatch.acl``."""
         return self.directory / "barkwatch.acl"
+
+    @property
+    def settings_file(self) -> Path:
+        """The deployment's saved settings (:class:`DeploymentSettings`), 0644."""
+        return self.directory / "deployment.toml"
+
+
+@dataclass(frozen=True)
+class DeploymentSettings:
+    """What ``broker init`` chose, saved for the commands that come after it."""
+
+    device_port: int = DEVICE_PORT
+    device_address: str = ""
+    local_port: int = LOCAL_PORT
+
+    def save(self, files: BrokerFiles) -> None:
+        """Write them to ``files.settings_file``."""
+        document = tomlkit.document()
+        document.add(tomlkit.comment(
+            "The deployment's saved settings, written by 'barkwatch broker init' (which "
+            "renders the"))
+        document.add(tomlkit.comment(
+            "broker's configuration from them); 'barkwatch device add|rotate' put "
+            "device_port into each bundle."))
+        for key, value in vars(self).items():
+            document[key] = value
+        write_file(files.settings_file, tomlkit.dumps(document).encode(), 0o644)
+
+    @classmethod
+    def load(cls, files: BrokerFiles) -> DeploymentSettings | None:
+        """The saved settings; None when ``broker init`` has not saved any. Raise
+        ProvisioningError naming the file and key when they cannot be used."""
+        path = files.settings_file
+        try:
+            document = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ProvisioningError(f"cannot read the deployment's settings {path}: {exc}") from exc
+        defaults = cls()
+
+        def port(key: str, default: int) -> int:
+            value = document.pop(key, default)
+            if type(value) is not int or not 1 <= value <= 65535:
+                raise ProvisioningError(f"{path}: {key} = {value!r} is not a port (1-65535)")
+            return value
+
+        address = document.pop("device_address", defaults.device_address)
+        if not isinstance(address, str):
+            raise ProvisioningError(f"{path}: device_address = {address!r} is not a string")
+        settings = cls(port("device_port", defaults.device_port), address,
+                       port("local_port", defaults.local_port))
+        if document:
+            raise ProvisioningError(f"{path}: unknown key(s) {', '.join(sorted(document))}")
+        return settings
 
 
 def render_broker_config(
@@ -180,7 +245,8 @@ def init_broker(
     analyzer_owner: str | None = SERVICE_USER,
     rotate_analyzer: bool = False,
 ) -> bool:
-    """Write the broker configuration and ACL, and make sure the analyzer has credentials.
+    """Write the broker configuration, ACL and the deployment's saved settings (ports), and
+    make sure the analyzer has credentials.
 
     Safe to run again: the configuration and ACL are rewritten, the password file and the
     analyzer's password are kept unless ``rotate_analyzer``. Return whether a new analyzer
@@ -191,6 +257,7 @@ def init_broker(
             raise ProvisioningError(f"{needed} is missing: run 'barkwatch ca init' first")
     config = render_broker_config(files, device_port, device_address, local_port)
     write_file(conf_path, config.encode(), 0o644)
+    DeploymentSettings(device_port, device_address, local_port).save(files)
     write_file(files.acl_file, (BROKER_CONFIG_DIR / "barkwatch.acl").read_bytes(), 0o644)
     with PasswordFile(files.password_file, owner=broker_user) as passwords:
         if ANALYZER_USER in passwords and not rotate_analyzer:
@@ -258,13 +325,18 @@ def add_device(
     devices_dir: Path,
     device_id: str,
     broker_host: str,
-    broker_port: int = DEVICE_PORT,
+    broker_port: int | None = None,
     broker_user: str | None = BROKER_USER,
     rotate: bool = False,
 ) -> DeviceBundle:
     """Create credentials for ``device_id``, add them to the password file and write its
-    bundle under ``devices_dir``. ``rotate``: the device must exist and gets a new password
-    (its old one stops working at the next broker reload). The broker is not reloaded here.
+    bundle under ``devices_dir``: ``sensor.toml``, ``ca.crt`` and ``mqtt-password``.
+    ``broker_port`` None: the device port ``broker init`` saved (:func:`device_port`).
+
+    ``rotate``: the device must exist and gets a new password (its old one stops working at
+    the next broker reload); only ``mqtt-password`` is written, because the device's
+    installed ``sensor.toml`` holds its site's ``[audio]`` and ``[calibration]``, which a new
+    one would overwrite. The broker is not reloaded here.
     """
     check_device_id(device_id)
     if not files.ca_cert.exists():
@@ -283,16 +355,36 @@ def add_device(
         bundle.directory.mkdir(mode=0o700, exist_ok=True)
         os.chmod(bundle.directory, 0o700)
         write_file(bundle.password_file, (password + "\n").encode(), 0o600)
-        write_file(bundle.ca_cert, files.ca_cert.read_bytes(), 0o644)
-        text = device_config_text(device_id, broker_host, broker_port)
-        write_file(bundle.config, text.encode(), 0o644)
-        from sensor.config import load_sensor_config  # heavy (numpy, scipy): only here
+        if not rotate:
+            write_file(bundle.ca_cert, files.ca_cert.read_bytes(), 0o644)
+            port = device_port(files) if broker_port is None else broker_port
+            text = device_config_text(device_id, broker_host, port)
+            write_file(bundle.config, text.encode(), 0o644)
+            from sensor.config import load_sensor_config  # heavy (numpy, scipy): only here
 
-        load_sensor_config(str(bundle.config))  # the bundle must be a valid configuration
+            load_sensor_config(str(bundle.config))  # the bundle must be a valid configuration
         passwords.set_password(device_id, password)
     action = "rotated" if rotate else "added"
     log.info("device %s %s; bundle in %s", device_id, action, bundle.directory)
     return bundle
+
+
+def rotate_device(
+    files: BrokerFiles, devices_dir: Path, device_id: str, broker_user: str | None = BROKER_USER
+) -> DeviceBundle:
+    """Give ``device_id`` a new password, written to its bundle's ``mqtt-password`` alone
+    (see :func:`add_device`)."""
+    return add_device(files, devices_dir, device_id, "", broker_user=broker_user, rotate=True)
+
+
+def device_port(files: BrokerFiles) -> int:
+    """The port devices connect to: the one ``broker init`` saved, else the default 8883."""
+    saved = DeploymentSettings.load(files)
+    if saved is None:
+        log.warning("%s does not exist (run 'barkwatch broker init'); devices get port %d",
+                    files.settings_file, DEVICE_PORT)
+        return DEVICE_PORT
+    return saved.device_port
 
 
 def revoke_device(files: BrokerFiles, devices_dir: Path, device_id: str) -> None:
