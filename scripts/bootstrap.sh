@@ -11,8 +11,14 @@ cd "$root"
 
 case "$extra" in
   sensor)   packages=(libportaudio2 libsndfile1 python3-venv) ;;
-  analyzer) packages=(mosquitto influxdb libportaudio2 libsndfile1 python3-venv) ;;
-  dev)      packages=(mosquitto influxdb libportaudio2 libsndfile1 python3-venv) ;;
+  # pango and a font: WeasyPrint's PDF of the evidence report (barkwatch report).
+  analyzer) packages=(mosquitto influxdb libportaudio2 libsndfile1 python3-venv
+                      libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core) ;;
+  # poppler-utils (pdftotext, pdfimages) and chromium: tests read the report's PDF and
+  # render its HTML headless (tests/test_report.py).
+  dev)      packages=(mosquitto influxdb libportaudio2 libsndfile1 python3-venv
+                      libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core poppler-utils
+                      chromium) ;;
   *) echo "usage: $0 [dev|analyzer|sensor]" >&2; exit 2 ;;
 esac
 

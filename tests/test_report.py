@@ -3,7 +3,6 @@ analyzer fills it: linking, the PDF's text and plots, tampering, redaction, Chro
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -162,8 +161,6 @@ def test_the_redacted_export_withholds_the_complainant(scene: Scene, tmp_path: P
         assert "[withheld]" in document
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None,
-                    reason="Debian chromium is installed by scripts/bootstrap.sh dev")
 def test_the_html_renders_in_headless_chromium(scene: Scene, tmp_path: Path) -> None:
     assert cli(scene, "report", str(scene.complaint), "--out", str(tmp_path)) == 0
     shot = tmp_path / "shot.png"
