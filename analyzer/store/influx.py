@@ -303,7 +303,13 @@ class InfluxClient:
         return list(first.get("series", []))
 
     def create_database(self) -> None:
-        """CREATE DATABASE (idempotent)."""
+        """CREATE DATABASE unless it exists. Creating needs admin rights, which the analyzer's
+        user lacks when an admin made the database for it (docs/DEPLOY.md); SHOW DATABASES
+        lists what that user may use."""
+        series = self.query("SHOW DATABASES", database="")
+        names = {row[0] for s in series for row in s.get("values", [])}
+        if self.settings.database in names:
+            return
         name = self.settings.database.replace('"', '\\"')
         self.query(f'CREATE DATABASE "{name}"', database="")
 
