@@ -259,7 +259,8 @@ class InfluxDB(_ChildService):
 
     name = "influxdb"
 
-    def __init__(self, state_dir: Path, port: int | None = None) -> None:
+    def __init__(self, state_dir: Path, port: int | None = None, auth: bool = False) -> None:
+        """``auth``: authentication on, as docs/DEPLOY.md configures a deployment's."""
         super().__init__(state_dir)
         self.binary = _binary("influxd", "influxdb")
         self.port = port or free_port()
@@ -272,6 +273,7 @@ class InfluxDB(_ChildService):
             f'[data]\n  dir = "{state_dir}/data"\n  wal-dir = "{state_dir}/wal"\n'
             "  query-log-enabled = false\n"
             f'[http]\n  bind-address = "{LOOPBACK}:{self.port}"\n  log-enabled = false\n'
+            f"  auth-enabled = {'true' if auth else 'false'}\n"
             "[monitor]\n  store-enabled = false\n"
             "[continuous_queries]\n  log-enabled = false\n"
         )
