@@ -11,10 +11,11 @@ Silence never yields -inf or NaN: every mean square is floored at
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import signal
+from scipy import optimize, signal
 
 from sensor.kernels import meter_pass, sosfilt
 
@@ -86,28 +87,105 @@ def level_db(mean_square: float | np.ndarray, full_scale_db: float) -> float | n
 
 
 def _analog_weighting_zeros_poles(weighting: str) -> tuple[np.ndarray, np.ndarray]:
-    """Zeros and poles (rad/s) of the Annex E analytic A or C weighting; the gain is set
-    afterwards on the digital filter."""
-    w1, w2, w3, w4 = (2.0 * np.pi * f for f in (_F1_HZ, _F2_HZ, _F3_HZ, _F4_HZ))
+    """Zeros and the poles below 1 kHz (rad/s) of the Annex E analytic A or C weighting.
+
+    The double pole at f4 (12.2 kHz) is left out: ``_high_frequency_section`` realises it.
+    The gain is set afterwards on the digital filter.
+    """
+    w1, w2, w3 = (2.0 * np.pi * f for f in (_F1_HZ, _F2_HZ, _F3_HZ))
     if weighting == "A":
         # IEC 61672-1:2013 Annex E:
         # A(f) ~ f4^2 f^4 / ((f^2+f1^2) (f^2+f2^2)^.5 (f^2+f3^2)^.5 (f^2+f4^2))
-        zeros = np.zeros(4)
-        poles = -np.array([w1, w1, w2, w3, w4, w4])
-    else:
-        # IEC 61672-1:2013 Annex E: C(f) ~ f4^2 f^2 / ((f^2+f1^2)(f^2+f4^2))
-        zeros = np.zeros(2)
-        poles = -np.array([w1, w1, w4, w4])
-    return zeros, poles
+        return np.zeros(4), -np.array([w1, w1, w2, w3])
+    # IEC 61672-1:2013 Annex E: C(f) ~ f4^2 f^2 / ((f^2+f1^2)(f^2+f4^2))
+    return np.zeros(2), -np.array([w1, w1])
+
+
+def analytic_weighting_db(weighting: str, frequency_hz: np.ndarray) -> np.ndarray:
+    """The Annex E analytic A or C weighting (IEC 61672-1:2013 eqs. E.1-E.6), dB re 1 kHz.
+
+    The design goal the digital filters are fitted to and tested against; not used on the
+    signal path. ``frequency_hz`` > 0.
+    """
+    f2 = np.asarray(frequency_hz, dtype=np.float64) ** 2
+    ref2 = _REFERENCE_FREQUENCY_HZ**2
+
+    def response(f_sq: np.ndarray | float) -> np.ndarray:
+        high = _F4_HZ**2 / ((f_sq + _F1_HZ**2) * (f_sq + _F4_HZ**2))
+        if weighting == "A":
+            return np.asarray(
+                high * f_sq * f_sq / np.sqrt((f_sq + _F2_HZ**2) * (f_sq + _F3_HZ**2))
+            )
+        return np.asarray(high * f_sq)
+
+    return np.asarray(20.0 * np.log10(response(f2) / response(ref2)))
+
+
+# The fitted section matches the analytic curve up to this fraction of the Nyquist
+# frequency (capped at 20 kHz): that covers Table 3 to 16 kHz at 48 kHz (0.67 of Nyquist), to
+# 12.5 kHz at 44.1 kHz (0.57) and at 32 kHz (0.78),
+# and leaves the section free to roll off above it.
+_FIT_NYQUIST_FRACTION = 0.85
+_FIT_MAX_HZ = 20000.0  # the top of Table 3
+_FIT_MIN_HZ = 200.0  # below this the filter is within 0.001 dB of Annex E unfitted
+_FIT_POINTS = 200
+
+
+def _stable_quadratic(k1: float, k2: float) -> np.ndarray:
+    """``[1, a1, a2]`` from unbounded parameters via reflection coefficients tanh(k1),
+    tanh(k2), which keeps every root inside the unit circle whatever the optimiser tries."""
+    r1, r2 = np.tanh(k1), np.tanh(k2)
+    return np.array([1.0, r1 * (1.0 + r2), r2])
+
+
+@functools.cache
+def _high_frequency_section(weighting: str, sample_rate: int) -> tuple[float, ...]:
+    """One biquad (b0, b1, b2, 1, a1, a2) for the f4 double pole, fitted by least squares
+    so that it times the bilinear low part matches the analytic magnitude in dB.
+
+    The bilinear transform maps the analogue f4 poles' response at Nyquist onto
+    z = -1, which pulls the response down near Nyquist (-6.4 dB at 16 kHz at 48 kHz); a
+    freely fitted biquad in its place costs nothing more per sample and stays within
+    0.03 dB of Annex E up to 0.85 of Nyquist (docs/MEASUREMENT.md, "How the weighting
+    filters are made"). Cached: a few hundred milliseconds once per rate on a Pi.
+    """
+    zeros, poles = _analog_weighting_zeros_poles(weighting)
+    low = signal.zpk2sos(*signal.bilinear_zpk(zeros, poles, 1.0, fs=sample_rate))
+    top_hz = min(_FIT_MAX_HZ, _FIT_NYQUIST_FRACTION * sample_rate / 2.0)
+    grid_hz = np.concatenate(
+        [[_REFERENCE_FREQUENCY_HZ], np.geomspace(_FIT_MIN_HZ, top_hz, _FIT_POINTS)]
+    )
+    _, low_response = signal.sosfreqz(low, worN=grid_hz, fs=sample_rate)
+    low_db = 20.0 * np.log10(np.abs(low_response))
+    target_db = analytic_weighting_db(weighting, grid_hz[1:])
+
+    def error_db(params: np.ndarray) -> np.ndarray:
+        numerator = _stable_quadratic(params[0], params[1])
+        denominator = _stable_quadratic(params[2], params[3])
+        _, response = signal.freqz(numerator, denominator, worN=grid_hz, fs=sample_rate)
+        model_db = low_db + 20.0 * np.log10(np.abs(response))
+        return np.asarray(model_db[1:] - model_db[0] - target_db)  # 0 dB at 1 kHz
+
+    # Start: zeros near Nyquist and a real pole pair, roughly where the bilinear ones sit.
+    start = np.arctanh([0.9, 0.2, -0.5, 0.1])
+    fitted = optimize.least_squares(error_db, start, method="lm").x
+    section = np.concatenate(
+        [_stable_quadratic(fitted[0], fitted[1]), _stable_quadratic(fitted[2], fitted[3])]
+    )
+    return tuple(float(c) for c in section)
 
 
 def weighting_sos(weighting: str, sample_rate: int) -> np.ndarray:
     """Digital A, C or Z frequency weighting as second-order sections.
 
-    The Annex E analytic poles (IEC 61672-1:2013) are mapped with the bilinear transform
-    (no pre-warping), then the gain is set so the *digital* filter reads exactly 0 dB at
-    1 kHz (the normalisation A1000/C1000 of Annex E). 'Z' returns the identity section.
-    Returns an array of shape (n_sections, 6) for ``scipy.signal.sosfilt``.
+    The Annex E analytic poles below 1 kHz and the zeros at 0 Hz (IEC 61672-1:2013) are
+    mapped with the bilinear transform, which is exact to 0.001 dB there; the double pole
+    at f4 = 12.2 kHz is one biquad fitted by least squares to the analytic magnitude
+    (``_high_frequency_section``). The gain is set so the *digital* filter reads exactly
+    0 dB at 1 kHz (the normalisation A1000/C1000 of Annex E). Within 0.03 dB of Annex E at
+    every Table 3 frequency up to 16 kHz at 48 kHz and 12.5 kHz at 44.1 kHz (tested to
+    0.1 dB). 'Z' returns the identity section. Returns an array of shape (n_sections, 6)
+    for ``scipy.signal.sosfilt``.
     """
     sample_rate = validate_sample_rate(sample_rate)
     weighting = weighting.upper() if isinstance(weighting, str) else weighting
@@ -117,7 +195,8 @@ def weighting_sos(weighting: str, sample_rate: int) -> np.ndarray:
         return np.array([[1.0, 0.0, 0.0, 1.0, 0.0, 0.0]])
     zeros, poles = _analog_weighting_zeros_poles(weighting)
     z_zeros, z_poles, z_gain = signal.bilinear_zpk(zeros, poles, 1.0, fs=sample_rate)
-    sos = signal.zpk2sos(z_zeros, z_poles, z_gain)
+    low = signal.zpk2sos(z_zeros, z_poles, z_gain)
+    sos = np.vstack([low, np.array(_high_frequency_section(weighting, sample_rate))])
     _, response = signal.sosfreqz(sos, worN=[_REFERENCE_FREQUENCY_HZ], fs=sample_rate)
     sos[0, :3] /= np.abs(response[0])
     return sos
