@@ -181,7 +181,11 @@ HEALTH_FIELDS: Mapping[str, type] = {
     "full_scale_db": float,
     "calibration_date": str,
     "software_version": str,
+    "broker_state": str,
+    "broker_error": str,
+    "connect_failures": int,
 }
+MAX_HEALTH_TEXT_CHARS = 256  # text fields are kept to this (a heartbeat is at most 16 KiB)
 
 
 def health_point(device_id: str, heartbeat: Mapping[str, Any]) -> Point:
@@ -198,6 +202,8 @@ def health_point(device_id: str, heartbeat: Mapping[str, Any]) -> Point:
             value = float(value)
         if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
             raise AnalyzerError(f"heartbeat field {key!r}: {value!r} is not a {kind.__name__}")
+        if isinstance(value, str):
+            value = value[:MAX_HEALTH_TEXT_CHARS]
         point.field(key, _finite(key, value) if isinstance(value, float) else value)
     return point
 
