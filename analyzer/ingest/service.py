@@ -27,8 +27,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +39,10 @@ from analyzer.config import AnalyzerConfig
 from analyzer.detect import N_MELS
 from analyzer.errors import AnalyzerError, InfluxUnavailable
 from analyzer.ingest.device import DeviceAnalysis, DeviceOutput
+from analyzer.ingest.messages import parse_heartbeat, parse_status
 from analyzer.ingest.ordering import ReorderBuffer
 from analyzer.ingest.plausibility import frame_problem, shape_problem, time_problem
+from analyzer.ingest.state import Ack, AnalyzerCounters, DeviceState, Key, StoredFrames, iso_time
 from analyzer.ordinance import EvidenceChain
 from analyzer.store import (
     InfluxClient,
@@ -68,90 +69,12 @@ STORED_FRAMES_PER_DEVICE = 100_000
 FLUSH_AFTER_S = 0.5
 HOUSEKEEPING_EVERY_S = 1.0
 IMPLAUSIBLE_LOG_EVERY = 600  # per device: log the first implausible frame, then every 600th
-# A heartbeat is about 600 bytes (README example); 16 KiB leaves room for new fields while
-# bounding what json.loads is given.
-MAX_HEARTBEAT_BYTES = 16 * 1024
 HANDLER_TRACEBACKS = 10  # full tracebacks for the first unexpected errors, one line after
 WORKER_ERROR_BACKOFF_S = 1.0
 # Every frame must fit the detector: its mel band count and the sensor's fixed step. Judged
 # against these constants, not the device's first frame, so one bad frame cannot decide how
 # the device's later frames are treated.
 FRAME_SHAPE = (N_MELS, HOP_S)
-
-
-@dataclass
-class AnalyzerCounters:
-    """Everything the analyzer counts; written as ``analyzer_stats`` and logged."""
-
-    received: int = 0
-    frames_stored: int = 0
-    events_stored: int = 0
-    findings_stored: int = 0
-    duplicates: int = 0
-    malformed: int = 0
-    oversize: int = 0
-    device_mismatch: int = 0
-    implausible_time: int = 0
-    bad_topic: int = 0
-    late_frames: int = 0
-    frames_held: int = 0  # stored ahead of a missing predecessor, scored once released
-    gaps_given_up: int = 0
-    frames_lost: int = 0  # sequence numbers never received when their gap was given up
-    sequence_restarts: int = 0
-    heartbeats: int = 0
-    heartbeat_malformed: int = 0
-    status_changes: int = 0
-    status_malformed: int = 0
-    handler_errors: int = 0  # messages whose handling raised unexpectedly: dropped
-    scoring_errors: int = 0  # frames stored unscored because scoring raised
-    worker_errors: int = 0
-    influx_retries: int = 0
-    influx_rejected_batches: int = 0
-    points_refused: int = 0
-    devices_forgotten: int = 0
-    broker_disconnects: int = 0  # established connections lost (not failed attempts)
-    connect_failures: int = 0  # connection attempts that failed (refused, TLS, login)
-
-
-Ack = tuple[int, int, int]  # (connection generation, MQTT message id, QoS)
-Key = tuple[str, int, int]  # (device id, sequence number, capture time ns)
-
-
-def _iso(time_ns: int) -> str:
-    """A capture time for a log line, UTC to the millisecond."""
-    try:
-        return datetime.fromtimestamp(time_ns / 1e9, tz=UTC).isoformat(timespec="milliseconds")
-    except (OverflowError, OSError, ValueError):
-        return "an unrepresentable time"
-
-
-class _StoredFrames:
-    """(sequence number, capture time) of one device's stored frames, bounded, the oldest
-    forgotten first. Capture time is part of the key: a sensor whose outbox was wiped reuses
-    sequence numbers for new frames, which are not duplicates."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._keys: dict[tuple[int, int], None] = {}  # insertion order = age
-
-    def __contains__(self, key: tuple[int, int]) -> bool:
-        return key in self._keys
-
-    def add(self, key: tuple[int, int]) -> None:
-        self._keys[key] = None
-        if len(self._keys) > self.limit:
-            del self._keys[next(iter(self._keys))]
-
-
-@dataclass
-class _Device:
-    """Everything the analyzer keeps about one device; dropped together when it goes quiet."""
-
-    reorder: ReorderBuffer
-    stored: _StoredFrames
-    last_seen_s: float
-    analysis: DeviceAnalysis | None = None
-    implausible: int = 0
 
 
 class Analyzer:
@@ -175,7 +98,7 @@ class Analyzer:
         self._failure: str | None = None
         self._inbox: queue.Queue[tuple[int, mqtt.MQTTMessage]] = queue.Queue()
         self._generation = 0
-        self._devices: dict[str, _Device] = {}
+        self._devices: dict[str, DeviceState] = {}
         self._chain = EvidenceChain()
         self._unstored: dict[Key, list[Ack]] = {}
         self._ack_placed = False
@@ -415,9 +338,9 @@ class Analyzer:
             return
         state = self._devices.get(device)
         if state is None:  # per-device state is made only for a frame that passed every check
-            state = self._devices[device] = _Device(
+            state = self._devices[device] = DeviceState(
                 ReorderBuffer(self.config.reorder_window_frames, self.config.reorder_wait_s),
-                _StoredFrames(STORED_FRAMES_PER_DEVICE),
+                StoredFrames(STORED_FRAMES_PER_DEVICE),
                 self._clock(),
             )
         state.last_seen_s = self._clock()
@@ -445,7 +368,7 @@ class Analyzer:
         self._unstored[key] = [ack]
         self._ack_placed = True
 
-    def _order_and_score(self, frame: Frame, state: _Device) -> None:
+    def _order_and_score(self, frame: Frame, state: DeviceState) -> None:
         reorder = state.reorder
         late, restarts, expected = reorder.late, reorder.restarts, reorder.next_seq
         ready = self._count_gaps(frame.device_id, reorder, reorder.push, frame, self._clock())
@@ -455,7 +378,7 @@ class Analyzer:
                 "%s restarted its sequence numbers: frame %d, captured at %s (%d ns), came "
                 "where %s was expected and after every frame so far (a wiped outbox or a "
                 "replaced sensor?); its frames are stored and scored as new ones",
-                frame.device_id, frame.seq, _iso(frame.capture_ns), frame.capture_ns, expected,
+                frame.device_id, frame.seq, iso_time(frame.capture_ns), frame.capture_ns, expected,
             )
         if reorder.late > late:  # older than what was already scored: store unscored
             self.counters.late_frames += 1
@@ -480,7 +403,7 @@ class Analyzer:
                         device, reorder.skipped - skipped, ready[0].seq if ready else -1)
         return ready
 
-    def _score(self, device: str, state: _Device, ready: list[Frame],
+    def _score(self, device: str, state: DeviceState, ready: list[Frame],
                current: Frame | None) -> None:
         """Score ``ready`` frames in order and queue their points. ``current`` (the frame in
         hand, if among them) is stored by its point; the others were stored while they were
@@ -499,7 +422,7 @@ class Analyzer:
             elif score is not None:
                 self._queue_frame(frame, score, stores=False)
 
-    def _analyse(self, device: str, state: _Device, frame: Frame) -> float:
+    def _analyse(self, device: str, state: DeviceState, frame: Frame) -> float:
         if state.analysis is None:
             state.analysis = self._new_device(device, frame.capture_ns)
         output = state.analysis.feed(frame)
@@ -536,7 +459,7 @@ class Analyzer:
         analysis.prime(self.influx, first_frame_ns)
         return analysis
 
-    def _flag_implausible_time(self, frame: Frame, state: _Device, problem: str) -> None:
+    def _flag_implausible_time(self, frame: Frame, state: DeviceState, problem: str) -> None:
         """Store the frame flagged and unscored: its time cannot be placed (see
         ``analyzer.ingest.plausibility``)."""
         self.counters.implausible_time += 1
@@ -563,18 +486,7 @@ class Analyzer:
         self._add_point(point, (frame.device_id, frame.seq, frame.capture_ns) if stores else None)
 
     def _handle_heartbeat(self, device: str, payload: bytes) -> None:
-        if len(payload) > MAX_HEARTBEAT_BYTES:
-            raise AnalyzerError(
-                f"heartbeat of {len(payload)} bytes exceeds the limit of {MAX_HEARTBEAT_BYTES}"
-            )
-        try:
-            heartbeat = json.loads(payload)
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            # ValueError: also an integer beyond Python's 4,300-digit conversion limit;
-            # RecursionError: arrays or objects nested deeper than the interpreter's stack.
-            raise AnalyzerError(f"heartbeat is not JSON: {str(exc)[:200]}") from exc
-        if not isinstance(heartbeat, dict):
-            raise AnalyzerError("heartbeat is not a JSON object")
+        heartbeat = parse_heartbeat(payload)
         if heartbeat.get("device_id") != device:
             self.counters.device_mismatch += 1
             raise AnalyzerError(
@@ -585,11 +497,8 @@ class Analyzer:
         self.counters.heartbeats += 1
 
     def _handle_status(self, device: str, payload: bytes) -> None:
-        text = payload.decode(errors="replace").strip()
-        if text not in ("online", "offline"):
-            raise AnalyzerError(f"status {text[:40]!r} is neither 'online' nor 'offline'")
         # Status messages carry no time: stamped with the analyzer's clock on arrival.
-        self._add_point(status_point(device, text == "online", time.time_ns()))
+        self._add_point(status_point(device, parse_status(payload), time.time_ns()))
         self.counters.status_changes += 1
 
     def _flush(self) -> None:
@@ -638,7 +547,7 @@ class Analyzer:
             if now - state.last_seen_s >= self.config.forget_device_after_s:
                 self._forget(device, state)
 
-    def _forget(self, device: str, state: _Device) -> None:
+    def _forget(self, device: str, state: DeviceState) -> None:
         """Free a quiet device's state: score what still waits, close its open events. Its
         rule engine is primed from InfluxDB again if it returns (as after a restart)."""
         reorder = state.reorder

@@ -1,0 +1,88 @@
+"""What the live analyzer keeps: its counters and, per device, ordering and stored frames.
+
+Owned by the analyzer's one worker thread (no locks); a device's state is dropped together when
+the device goes quiet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from analyzer.ingest.device import DeviceAnalysis
+from analyzer.ingest.ordering import ReorderBuffer
+
+
+@dataclass
+class AnalyzerCounters:
+    """Everything the analyzer counts; written as ``analyzer_stats`` and logged."""
+
+    received: int = 0
+    frames_stored: int = 0
+    events_stored: int = 0
+    findings_stored: int = 0
+    duplicates: int = 0
+    malformed: int = 0
+    oversize: int = 0
+    device_mismatch: int = 0
+    implausible_time: int = 0
+    bad_topic: int = 0
+    late_frames: int = 0
+    frames_held: int = 0  # stored ahead of a missing predecessor, scored once released
+    gaps_given_up: int = 0
+    frames_lost: int = 0  # sequence numbers never received when their gap was given up
+    sequence_restarts: int = 0
+    heartbeats: int = 0
+    heartbeat_malformed: int = 0
+    status_changes: int = 0
+    status_malformed: int = 0
+    handler_errors: int = 0  # messages whose handling raised unexpectedly: dropped
+    scoring_errors: int = 0  # frames stored unscored because scoring raised
+    worker_errors: int = 0
+    influx_retries: int = 0
+    influx_rejected_batches: int = 0
+    points_refused: int = 0
+    devices_forgotten: int = 0
+    broker_disconnects: int = 0  # established connections lost (not failed attempts)
+    connect_failures: int = 0  # connection attempts that failed (refused, TLS, login)
+
+
+Ack = tuple[int, int, int]  # (connection generation, MQTT message id, QoS)
+Key = tuple[str, int, int]  # (device id, sequence number, capture time ns)
+
+
+def iso_time(time_ns: int) -> str:
+    """A capture time for a log line, UTC to the millisecond."""
+    try:
+        return datetime.fromtimestamp(time_ns / 1e9, tz=UTC).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return "an unrepresentable time"
+
+
+class StoredFrames:
+    """(sequence number, capture time) of one device's stored frames, bounded, the oldest
+    forgotten first. Capture time is part of the key: a sensor whose outbox was wiped reuses
+    sequence numbers for new frames, which are not duplicates."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._keys: dict[tuple[int, int], None] = {}  # insertion order = age
+
+    def __contains__(self, key: tuple[int, int]) -> bool:
+        return key in self._keys
+
+    def add(self, key: tuple[int, int]) -> None:
+        self._keys[key] = None
+        if len(self._keys) > self.limit:
+            del self._keys[next(iter(self._keys))]
+
+
+@dataclass
+class DeviceState:
+    """Everything the analyzer keeps about one device; dropped together when it goes quiet."""
+
+    reorder: ReorderBuffer
+    stored: StoredFrames
+    last_seen_s: float
+    analysis: DeviceAnalysis | None = None
+    implausible: int = 0
