@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
 import threading
 from types import FrameType
-from typing import TYPE_CHECKING
 
 from analyzer import __version__
 from analyzer.errors import AnalyzerError
+from sensor.calibration import DEFAULT_FULL_SCALE_DB
+from sensor.cli import configure_logging
 from sensor.configfile import finite_float
 from sensor.errors import SensorError
-
-if TYPE_CHECKING:
-    from analyzer.offline import FileAnalysis
 
 log = logging.getLogger("barkwatch")
 
@@ -66,9 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument(
         "--full-scale-db",
         type=finite_float,
-        default=120.0,
+        default=DEFAULT_FULL_SCALE_DB,
         metavar="L",
-        help="calibration: a signal whose RMS is digital full scale reads L dB SPL (default 120)",
+        help="calibration: a signal whose RMS is digital full scale reads L dB SPL (default "
+        f"{DEFAULT_FULL_SCALE_DB:g}, as an uncalibrated sensor; take the recording sensor's "
+        "calibration.full_scale_db); printed with the results",
     )
     analyze.add_argument(
         "--site",
@@ -80,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         metavar="FILE",
         help="analyzer configuration whose [detector], [audibility] and [rules] to use",
+    )
+    analyze.add_argument(
+        "--quiet", action="store_true", help="no progress bar (shown only on a terminal)"
     )
 
     service = sub.add_parser("analyzer", help="the live analyzer service")
@@ -97,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--keep-running",
         action="store_true",
-        help="keep the services up after the replay until Ctrl-C",
+        help="keep the services up after the replay, for queries, until Ctrl-C or SIGTERM",
     )
 
     from analyzer.cli.case import add_case_parser
@@ -120,71 +124,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("dir", metavar="DIR", help="folder of audio files and annotations")
     evaluate.add_argument("--out", default="barkwatch-evaluation", help="output folder")
-    evaluate.add_argument("--full-scale-db", type=finite_float, default=120.0, metavar="L",
-                          help="calibration assumed for the files (default 120)")
+    evaluate.add_argument("--full-scale-db", type=finite_float, default=DEFAULT_FULL_SCALE_DB,
+                          metavar="L", help="calibration assumed for the files (default "
+                          f"{DEFAULT_FULL_SCALE_DB:g})")
     evaluate.add_argument("--config", help="analyzer configuration whose [detector] to use")
+    evaluate.add_argument("--quiet", action="store_true",
+                          help="no progress bar (shown only on a terminal)")
     return parser
-
-
-def _analyze(args: argparse.Namespace) -> int:
-    from analyzer.acoustics import load_site
-    from analyzer.config import AnalyzerConfig, load_analyzer_config
-    from analyzer.offline import analyze
-
-    config = load_analyzer_config(args.config) if args.config else AnalyzerConfig()
-    site = load_site(args.site) if args.site else None
-    failed: list[str] = []
-    for path in args.files:
-        # One file's trouble never stops the others; the exit status reports it at the end.
-        try:
-            analysis = analyze(
-                path, args.full_scale_db, args.include_frames, config.detector, site,
-                config.audibility, config.rules,
-            )
-            try:
-                _print_analysis(analysis, path, args.format)
-            finally:
-                analysis.close()
-        except (SensorError, AnalyzerError) as exc:
-            named = str(exc) if path in str(exc) else f"{path}: {exc}"
-            print(f"barkwatch: error: {named}", file=sys.stderr)
-            failed.append(path)
-            continue
-        except Exception:  # a defect: say so with its traceback, and go on
-            log.exception("%s: analysis failed unexpectedly", path)
-            failed.append(path)
-            continue
-        if analysis.failed:
-            print(f"barkwatch: error: {analysis.document['failure']['reason']}", file=sys.stderr)
-            failed.append(path)
-    if failed:
-        print(f"barkwatch: {len(failed)} of {len(args.files)} file(s) failed: "
-              + ", ".join(failed), file=sys.stderr)
-    return 1 if failed else 0
-
-
-def _print_analysis(analysis: FileAnalysis, path: str, output_format: str) -> None:
-    if output_format == "json":
-        analysis.write_json(sys.stdout)
-        sys.stdout.flush()
-        return
-    document = analysis.document
-    print(
-        f"{path}: {document['duration_s']:.1f} s, {len(document['events'])} dog "
-        f"event(s), max dog score {document['max_dog_score']:.2f}"
-    )
-    for warning in document.get("warnings", []):
-        print(f"  warning: {warning}")
-    for event in document["events"]:
-        print(
-            f"  {event['onset_s']:8.2f}-{event['offset_s']:8.2f} s  {event['label']}"
-            f"  conf {event['confidence']:.2f}  LAeq {event['laeq_db']:.1f} dB"
-            f"  LAFmax {event['lafmax_db']:.1f} dB"
-        )
-    if "failure" in document:
-        print(f"  FAILED at {document['failure']['time_s']:.3f} s (sample "
-              f"{document['failure']['sample_index']}); the lines above cover the audio "
-              "before it")
 
 
 def _analyzer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -227,20 +173,23 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``barkwatch``."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.log_level)
     try:
         if args.command == "analyze":
-            return _analyze(args)
+            from analyzer.cli.analyze import run_analyze
+
+            return run_analyze(args)
         if args.command == "analyzer":
             return _analyzer(args, parser)
         if args.command == "evaluate":
+            from analyzer.cli.progress import progress_bar
             from analyzer.offline import run_evaluate
 
-            return run_evaluate(args.dir, args.out, args.full_scale_db, args.config)
+            with progress_bar("evaluate", "files", args.quiet) as progress:
+                summary = run_evaluate(args.dir, args.out, args.full_scale_db, args.config,
+                                       progress)
+            print(json.dumps(summary, indent=2))  # after the bar is gone from the terminal
+            return 0
         if args.command == "demo":
             from analyzer.cli.demo import run_demo
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from analyzer.offline.analysis import FileAnalysis, analyze
+from analyzer.offline.analysis import FileAnalysis, Progress, analyze
 from analyzer.offline.evaluate import average_precision, event_counts, recall_at_far, run_evaluate
 
 __all__ = [
     "FileAnalysis",
+    "Progress",
     "analyze",
     "average_precision",
     "event_counts",

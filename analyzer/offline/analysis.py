@@ -11,7 +11,7 @@ import io
 import json
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -27,6 +27,7 @@ from analyzer.acoustics import (
 from analyzer.config import DetectorSettings
 from analyzer.detect import DevicePipeline, DogEvent
 from analyzer.ordinance import Coverage, RuleSettings, findings_for_events, finite_json
+from sensor.calibration import DEFAULT_FULL_SCALE_DB
 from sensor.capture import AudioSampleError, FileSource
 from sensor.errors import WireError
 from sensor.frames import FrameBuilder
@@ -35,7 +36,10 @@ from sensor.wire import Frame, decode_frame, encode_frame
 log = logging.getLogger(__name__)
 
 SCHEMA = "barkwatch.analysis/1"
-DEFAULT_FULL_SCALE_DB = 120.0
+
+Progress = Callable[[float, float], None]
+"""Told as work advances: (done, total), e.g. seconds of audio measured and the file's length.
+Display only: it must not raise."""
 
 
 def _round(value: float, digits: int = 2) -> float:
@@ -177,6 +181,7 @@ def analyze(
     site: InstallationRecord | None = None,
     audibility_settings: AudibilitySettings | None = None,
     rule_settings: RuleSettings | None = None,
+    progress: Progress | None = None,
 ) -> FileAnalysis:
     """Analyse one file, streaming: frames are measured, scored and let go one at a time;
     only events (and, with ``include_frames``, each frame's row, on disk) are kept.
@@ -186,7 +191,8 @@ def analyze(
     A file that cannot be opened raises AudioInputError. Audio that becomes unusable part-way
     (a NaN sample, data that stops decoding) ends the analysis there: the document keeps what
     was measured before and says where and why in ``failure``. ``warnings`` (present when
-    there are any) lists what was read despite a problem (a truncated file).
+    there are any) lists what was read despite a problem (a truncated file). ``progress``
+    is told (seconds measured, the file's length in seconds) after every frame.
     """
     settings = settings or DetectorSettings()
     audibility_settings = audibility_settings or AudibilitySettings()
@@ -212,6 +218,8 @@ def analyze(
             max_score = max(max_score, result.max_dog_score)
             coverage.add(frame.capture_ns, frame.end_ns)
             frames_measured += 1
+            if progress is not None:
+                progress(min(frame.end_ns / 1e9, source.duration_s), source.duration_s)
             if frame_rows is not None:
                 if not band_centres_hz:
                     band_centres_hz = [

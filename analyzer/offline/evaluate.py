@@ -40,6 +40,8 @@ import numpy as np
 
 from analyzer.detect import DetectorSettings, DevicePipeline
 from analyzer.errors import AnalyzerError
+from analyzer.offline.analysis import Progress
+from sensor.calibration import DEFAULT_FULL_SCALE_DB
 
 log = logging.getLogger(__name__)
 
@@ -213,17 +215,24 @@ def segment_max_scores(
 
 def evaluate_file(
     path: Path, reference: list[Span], settings: DetectorSettings, full_scale_db: float,
-    segment_s: float,
+    segment_s: float, progress: Progress | None = None,
 ) -> FileResult:  # fmt: skip
-    """Run the offline pipeline on one file and collect its events and segment scores."""
-    from analyzer.offline.analysis import frames_of_file
+    """Run the offline pipeline on one file and collect its events and segment scores;
+    ``progress`` is told (seconds measured, the file's length) after every frame."""
+    from analyzer.offline.analysis import measured_frames
+    from sensor.capture import FileSource
 
-    source, frames = frames_of_file(path, full_scale_db)
+    source = FileSource(path, block_s=1.0)
     pipeline = DevicePipeline("evaluate", settings)
     events = []
     starts: list[int] = []
     parts: list[np.ndarray] = []
-    for frame in frames:
+    hop_s = 0.02
+    for count, frame in enumerate(measured_frames(source, full_scale_db)):
+        if count == 0:
+            hop_s = frame.hop_s
+        if progress is not None:
+            progress(min(frame.end_ns / 1e9, source.duration_s), source.duration_s)
         result = pipeline.feed(frame)
         events.extend(result.events)
         starts.append(result.scores_start_ns)
@@ -232,7 +241,6 @@ def evaluate_file(
     events.extend(final.events)
     starts.append(final.scores_start_ns)
     parts.append(final.step_scores)
-    hop_s = frames[0].hop_s if frames else 0.02
     duration_s = float(source.duration_s)
     return FileResult(
         file=str(path),
@@ -342,11 +350,22 @@ def plot_pr_curve(curve: tuple[np.ndarray, np.ndarray, np.ndarray], path: Path,
     plt.close(fig)
 
 
+def _share_of_files(progress: Progress, done: int, files: int) -> Progress:
+    """One file's (seconds measured, length) told as (files done and this one's share, files)."""
+
+    def told(measured_s: float, length_s: float) -> None:
+        progress(done + (measured_s / length_s if length_s else 1.0), files)
+
+    return told
+
+
 def evaluate_dir(
     directory: Path, out_dir: Path | None = None, settings: DetectorSettings | None = None,
-    full_scale_db: float = 120.0, segment_s: float = 1.0, collar_s: float = 0.25,
+    full_scale_db: float = DEFAULT_FULL_SCALE_DB, segment_s: float = 1.0,
+    collar_s: float = 0.25, progress: Progress | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Evaluate every audio file in ``directory``; write summary.json and pr_curve.png."""
+    """Evaluate every audio file in ``directory``; write summary.json and pr_curve.png.
+    ``progress`` is told (files done, with the current one's measured fraction, files)."""
     settings = settings or DetectorSettings()
     if not directory.is_dir():
         raise EvaluationError(f"{directory} is not a folder")
@@ -354,11 +373,13 @@ def evaluate_dir(
     if not audio:
         raise EvaluationError(f"{directory} holds no audio files ({', '.join(AUDIO_SUFFIXES)})")
     results = []
-    for path in audio:
+    for index, path in enumerate(audio):
         annotations = find_annotations(path)
         reference = read_annotations(annotations) if annotations else []
         log.info("evaluating %s (%d reference events)", path.name, len(reference))
-        results.append(evaluate_file(path, reference, settings, full_scale_db, segment_s))
+        told = None if progress is None else _share_of_files(progress, index, len(audio))
+        results.append(evaluate_file(path, reference, settings, full_scale_db, segment_s,
+                                     told))  # fmt: skip
     summary, curve = summarise(results, segment_s, collar_s)
     from analyzer.detect import model_version
 
@@ -377,14 +398,15 @@ def evaluate_dir(
 
 
 def run_evaluate(directory: str, out_dir: str, full_scale_db: float,
-                 config: str | None = None) -> int:  # fmt: skip
-    """``barkwatch evaluate``: print the JSON summary; the files go to ``out_dir``."""
+                 config: str | None = None, progress: Progress | None = None,
+                 ) -> dict[str, Any]:  # fmt: skip
+    """``barkwatch evaluate``: the summary to print (without ``per_file``); the files go to
+    ``out_dir``."""
     settings = DetectorSettings()
     if config:
         from analyzer.config import load_analyzer_config
 
         settings = load_analyzer_config(config).detector
-    summary = evaluate_dir(Path(directory), Path(out_dir), settings, full_scale_db)
-    brief = {k: v for k, v in summary.items() if k != "per_file"}
-    print(json.dumps(brief, indent=2))
-    return 0
+    summary = evaluate_dir(Path(directory), Path(out_dir), settings, full_scale_db,
+                           progress=progress)
+    return {k: v for k, v in summary.items() if k != "per_file"}
