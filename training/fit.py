@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -150,6 +150,7 @@ def fit_network(
     architecture: Architecture = ARCHITECTURE,
     dropout: float = DROPOUT,
     ema_decay: float = EMA_DECAY,
+    progress: Callable[[float, float], None] | None = None,
 ) -> Any:
     """Train the network on random crops (per-step logistic loss, unknown steps ignored).
 
@@ -160,7 +161,8 @@ def fit_network(
     ``distil_weight``: distillation of an ensemble into this one small network.
     With ``ema_decay`` > 0 the network returned (and validated each epoch) is the exponential
     moving average of the weights and batch-norm statistics after every step, which averages
-    out the last epochs' wandering; the draws and the raw training are the same as without."""
+    out the last epochs' wandering; the draws and the raw training are the same as without.
+    ``progress`` is told (steps done, steps) after every step."""
     import torch
     from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
@@ -188,7 +190,7 @@ def fit_network(
         net.train()
         started = time.monotonic()
         total = 0.0
-        for _ in range(steps_per_epoch):
+        for step in range(steps_per_epoch):
             chosen = batch_streams(rng, (dog_streams, p_dog), (other_streams, p_other))
             crops = [
                 _crop(rng, inputs[i], labels[i], context, None if soft is None else soft[i])
@@ -222,6 +224,8 @@ def fit_network(
             if averaged is not None:
                 averaged.update_parameters(net)
             total += float(loss.detach())
+            if progress is not None:
+                progress(epoch * steps_per_epoch + step + 1, epochs * steps_per_epoch)
         elapsed = time.monotonic() - started
         message = f"epoch {epoch + 1}/{epochs}: loss {total / steps_per_epoch:.4f}, {elapsed:.0f} s"
         # About 60 held-out checks a run (each about 2 s here), however many epochs it has.

@@ -43,6 +43,7 @@ import logging
 import math
 import multiprocessing
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -254,9 +255,10 @@ def build(
     dog_copies: int = 8, other_copies: int = 5, extra_negatives: int = 1000, val_copies: int = 2,
     rare_copy_factor: int = RARE_COPY_FACTOR, no_lead_in_fraction: float = NO_LEAD_IN_FRACTION,
     extra_corpora: list[Path] | tuple[Path, ...] = (), extra_copies: int | None = None,
-    tonal_negatives: int = 0,
+    tonal_negatives: int = 0, progress: Callable[[float, float], None] | None = None,
 ) -> None:  # fmt: skip
-    """Write the training set for ``corpus`` (and ``extra_corpora``) to ``out``."""
+    """Write the training set for ``corpus`` (and ``extra_corpora``) to ``out``; ``progress``
+    is told (streams made, streams) as each stream is made."""
     clips = read_manifests(corpus, extra_corpora)
     pools = _pools(clips, seed, val_fraction)
     tasks = plan_tasks(clips, seed, val_fraction, dog_copies, other_copies, extra_negatives,
@@ -268,6 +270,8 @@ def build(
     with multiprocessing.Pool(jobs, _init_worker, (clips, pools)) as pool:
         for result in pool.imap(make_stream, tasks, chunksize=8):
             results.append(result)
+            if progress is not None:
+                progress(len(results), len(tasks))
             if len(results) % 500 == 0 or len(results) == len(tasks):
                 elapsed = time.monotonic() - started
                 log.info("%d/%d streams, %.0f s, about %.0f s to go", len(results), len(tasks),
