@@ -14,7 +14,7 @@ from typing import overload
 import numpy as np
 from scipy import signal
 
-from sensor.kernels import sosfilt
+from sensor.kernels import sosfilt, sum_of_squares
 from sensor.levels import level_db, validate_block, validate_sample_rate
 
 # IEC 61260-1:2014, base-10 system, G = 10^(3/10), fr = 1000 Hz; for b = 3 the
@@ -196,7 +196,7 @@ class ThirdOctaveBank:
         for band, sos in enumerate(stage.band_sos):
             output = sosfilt(sos, stream, stage.band_zi[band])
             last_power = output[-1] * output[-1]
-            energy[band] += factor * np.dot(output, output) - uncovered * last_power
+            energy[band] += factor * sum_of_squares(output) - uncovered * last_power
             stage.last_power[band] = last_power
         return energy
 

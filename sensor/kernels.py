@@ -101,3 +101,18 @@ def meter_pass(
     state[0] = f_state
     state[1] = s_state
     return sum_a, sum_c, sum_z, f_max, f_min, s_max, clipped
+
+
+@njit(cache=True, nogil=True)
+def sum_of_squares(x: np.ndarray) -> float:
+    """``sum(x * x)`` of a 1-D float64 array in one pass.
+
+    Not ``np.dot(x, x)``: for long vectors that is a BLAS call, and OpenBLAS wakes its
+    thread pool for it; on a busy machine (the sensor's capture, publisher and classifier
+    threads, or other processes) those threads wait on each other and one dot product of a
+    second at 48 kHz took 3 ms instead of 6 µs (measured on the 2-core development machine).
+    """
+    total = 0.0
+    for value in x:
+        total += value * value
+    return total

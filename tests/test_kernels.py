@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy import signal
 
-from sensor.kernels import sosfilt
+from sensor.kernels import sosfilt, sum_of_squares
 
 
 def test_fast_sosfilt_equals_scipy_and_carries_state() -> None:
@@ -26,3 +27,12 @@ def test_fast_sosfilt_leaves_its_input_alone() -> None:
     copy = x.copy()
     sosfilt(sos, x, np.zeros((1, 2)))
     np.testing.assert_array_equal(x, copy)
+
+
+def test_sum_of_squares_equals_the_dot_product() -> None:
+    x = np.random.default_rng(4).standard_normal(48000)
+    assert sum_of_squares(x) == pytest.approx(float(np.dot(x, x)), rel=1e-12)
+
+
+def test_sum_of_squares_of_a_known_vector() -> None:
+    assert sum_of_squares(np.array([3.0, -4.0, 0.5])) == 25.25
