@@ -5,7 +5,10 @@
 Builds the test file by tiling the bundled demo recording (resampled with soxr to the chosen
 rate), then measures it exactly as ``barkwatch-sensor run --input`` would, without MQTT:
 FileSource -> FrameBuilder -> wire encoding. Reports the real-time factor (processing time
-divided by audio time, one run) and the peak resident memory of the process.
+divided by audio time, one run) and the peak resident memory of the process. Then, over the
+same file, the meter's per-frame work alone (issue 25's budget, 0.003 at 48 kHz): DC
+removal, A/C weighting with F/S time weighting and levels, one-third-octave bands and the
+LAF percentiles, each stage timed, one second of audio at a time.
 """
 
 from __future__ import annotations
@@ -40,6 +43,32 @@ def build_file(path: Path, rate: int, minutes: float) -> None:
             written += chunk.size
 
 
+def meter_stages(path: Path) -> tuple[float, dict[str, float]]:
+    """Seconds of audio and seconds spent per stage of the meter's per-frame work."""
+    info = soundfile.info(path)
+    rate = info.samplerate
+    builder = FrameBuilder("bench", rate, 120.0, start_ns=1)
+    spent = dict.fromkeys(("dc removal", "weightings + time weightings + levels",
+                           "third-octave bands", "percentiles"), 0.0)
+    names = list(spent)
+    for second in soundfile.blocks(path, blocksize=rate, dtype="float64"):
+        if second.size < rate:
+            break
+        t0 = time.perf_counter()
+        clean = builder.dc_blocker.process(second)
+        t1 = time.perf_counter()
+        _, steps = builder.meter.process_steps(clean, builder.hop)
+        t2 = time.perf_counter()
+        builder.bank.process(clean)
+        t3 = time.perf_counter()
+        builder.percentiles.add(steps.laf_db)
+        builder.percentiles.exceedance_db()
+        t4 = time.perf_counter()
+        for name, start, end in zip(names, (t0, t1, t2, t3), (t1, t2, t3, t4), strict=True):
+            spent[name] += end - start
+    return info.frames / rate, spent
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate", type=int, default=48000)
@@ -60,12 +89,18 @@ def main() -> None:
                 payload_bytes += len(encode_frame(frame))
                 frames += 1
         elapsed = time.perf_counter() - started
+        meter_audio_s, spent = meter_stages(path)
     audio_s = args.minutes * 60
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"rate {args.rate} Hz: {frames} frames of {audio_s:.0f} s audio in {elapsed:.1f} s; "
           f"real-time factor {elapsed / audio_s:.4f} ({audio_s / elapsed:.0f}x faster than "
           f"real time); peak RSS {peak_mb:.0f} MB (before measuring {rss_before_mb:.0f} MB); "
           f"mean payload {payload_bytes / max(frames, 1):.0f} bytes/frame")
+    total = sum(spent.values())
+    print(f"meter's per-frame work alone: real-time factor {total / meter_audio_s:.4f} "
+          f"({meter_audio_s / total:.0f}x faster than real time)")
+    for name, seconds in spent.items():
+        print(f"  {name}: {seconds / meter_audio_s:.5f} ({100 * seconds / total:.0f} %)")
 
 
 if __name__ == "__main__":
