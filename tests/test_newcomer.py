@@ -273,3 +273,22 @@ def test_evaluate_prints_no_progress_when_stderr_is_not_a_terminal(tmp_path: Pat
     assert result.returncode == 0, result.stderr
     assert '"files": 1' in result.stdout
     assert "%|" not in result.stderr and "\r" not in result.stderr
+
+
+def test_fit_reports_progress_after_every_training_step() -> None:
+    from tests.test_training import _toy_problem
+    from training import fit
+
+    inputs, labels = _toy_problem()
+    told: list[tuple[float, float]] = []
+    fit.fit_network(inputs[:64], labels[:64], seed=1, epochs=2,
+                    progress=lambda done, total: told.append((done, total)))
+    steps = 2 * max(1, 64 // fit.BATCH)
+    assert told == [(k, steps) for k in range(1, steps + 1)]
+
+
+def test_barkwatch_train_commands_take_quiet() -> None:
+    for command in ("trainset", "fit"):
+        result = subprocess.run([BIN / "barkwatch-train", command, "--help"],
+                                capture_output=True, text=True, timeout=60)
+        assert "--quiet" in result.stdout

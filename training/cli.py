@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from analyzer.cli.progress import progress_bar
 from analyzer.config import DetectorSettings
 from analyzer.detect import (
     DEFAULT_MODEL_PATH,
@@ -111,7 +112,13 @@ def add_trainset_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument("--extra-copies", type=int, metavar="N",
                         help="augmented copies per clip of the extra corpora (default: as the "
                         "main corpus's dog or other copies)")  # fmt: skip
+    _add_quiet(parser)
     return parser
+
+
+def _add_quiet(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar (shown only on a terminal)")
 
 
 def run_trainset(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -119,13 +126,14 @@ def run_trainset(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         parser.error(f"--tonal-negatives must be 0 or more, not {args.tonal_negatives}")
     _start_logging()
     _require_manifests(parser, [args.corpus, *args.extra_corpus])
-    trainset.build(args.corpus, args.out, seed=args.seed, jobs=args.jobs,
-                   val_fraction=args.val_fraction, dog_copies=args.dog_copies,
-                   other_copies=args.other_copies, extra_negatives=args.extra_negatives,
-                   rare_copy_factor=args.rare_copy_factor,
-                   no_lead_in_fraction=args.no_lead_in_fraction,
-                   extra_corpora=args.extra_corpus, extra_copies=args.extra_copies,
-                   tonal_negatives=args.tonal_negatives)  # fmt: skip
+    with progress_bar("training set", "streams", args.quiet) as progress:
+        trainset.build(args.corpus, args.out, seed=args.seed, jobs=args.jobs,
+                       val_fraction=args.val_fraction, dog_copies=args.dog_copies,
+                       other_copies=args.other_copies, extra_negatives=args.extra_negatives,
+                       rare_copy_factor=args.rare_copy_factor,
+                       no_lead_in_fraction=args.no_lead_in_fraction,
+                       extra_corpora=args.extra_corpus, extra_copies=args.extra_copies,
+                       tonal_negatives=args.tonal_negatives, progress=progress)  # fmt: skip
     return 0
 
 
@@ -216,6 +224,7 @@ def add_fit_parser(commands: Any) -> argparse.ArgumentParser:
                         help="draw rare labels more often: a stream's weight is its label's "
                              "stream count to the power -POWER (0: all alike, 0.5: root, "
                              "1: every label alike); default %(default)s")
+    _add_quiet(parser)
     return parser
 
 
@@ -259,8 +268,10 @@ def run_fit(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     torch.set_num_threads(args.threads)
     started = time.monotonic()
     if not args.trainset.exists():
-        trainset.build(args.corpus, args.trainset, seed=args.seed, jobs=args.jobs,
-                       extra_corpora=args.extra_corpus, extra_copies=args.extra_copies)
+        with progress_bar("training set", "streams", args.quiet) as progress:
+            trainset.build(args.corpus, args.trainset, seed=args.seed, jobs=args.jobs,
+                           extra_corpora=args.extra_corpus, extra_copies=args.extra_copies,
+                           progress=progress)  # fmt: skip
     mel, labels, offsets, meta, config = trainset.load_trainset(args.trainset)
     corpora = corpora_of(args.corpus, config)
     if {str(f) for f in args.extra_corpus} != {str(f) for f in corpora[1:]}:
@@ -289,11 +300,13 @@ def run_fit(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.balance:
         weights = balance_weights([meta[i]["label"] for i in train], args.balance)
     fit_started = time.monotonic()
-    net = fit_network([inputs[i] for i in train], [stream_labels[i] for i in train], args.seed,
-                      args.epochs, ([inputs[i] for i in val], [stream_labels[i] for i in val],
-                                    [bool(meta[i]["is_dog"]) for i in val]),
-                      args.mil_weight, soft, distil_weight, weights, architecture,
-                      args.dropout, args.ema)  # fmt: skip
+    with progress_bar("fit", "steps", args.quiet) as progress:
+        net = fit_network([inputs[i] for i in train], [stream_labels[i] for i in train],
+                          args.seed, args.epochs,
+                          ([inputs[i] for i in val], [stream_labels[i] for i in val],
+                           [bool(meta[i]["is_dog"]) for i in val]),
+                          args.mil_weight, soft, distil_weight, weights, architecture,
+                          args.dropout, args.ema, progress)  # fmt: skip
     fit_s = time.monotonic() - fit_started
     log.info("network fitted in %.0f s", fit_s)
     metadata = {
