@@ -7,4 +7,5 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/bootstrap.sh analyzer
-.venv/bin/barkwatch demo "$@"
+# exec: Ctrl-C and SIGTERM reach the demo itself, which stops its services and cleans up.
+exec .venv/bin/barkwatch demo "$@"
