@@ -61,6 +61,7 @@ def test_demo_without_keep_running_says_the_services_stopped_and_prints_no_dead_
     assert "--keep-running" in output
     assert "curl" not in output  # a query printed now would fail: nothing listens any more
     assert "reads 120 dB SPL (full_scale_db)" in output  # the calibration it assumed
+    assert "findings: none (4 s of audio cannot hold" in output  # the file's length, not 150 s
 
 
 def test_demo_keep_running_stopped_by_sigterm_stops_both_services_and_removes_its_folder(

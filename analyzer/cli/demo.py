@@ -161,7 +161,7 @@ def _replay(path: Path, source: FileSource, workdir: Path, services: Services,
     return True
 
 
-def _print_results(analyzer: Analyzer, start_ns: int, duration_s: float) -> None:
+def _print_results(analyzer: Analyzer, start_ns: int, audio_s: float) -> None:
     events = analyzer.influx.query(
         f"SELECT duration_s, confidence, laeq_db, level_at_100ft_db, plainly_audible "
         f"FROM dog_event WHERE device = '{DEMO_DEVICE}'"
@@ -185,8 +185,8 @@ def _print_results(analyzer: Analyzer, start_ns: int, duration_s: float) -> None
     found = windows[0]["values"] if windows else []
     if found:
         _say(f"      ordinance findings: {[(r[1], round(r[2])) for r in found]}")
-    elif duration_s <= 420:
-        _say(f"      ordinance findings: none ({duration_s:.0f} s of audio cannot hold a "
+    elif audio_s <= 420:
+        _say(f"      ordinance findings: none ({audio_s:.0f} s of audio cannot hold a "
              "7-minute episode or a 1-hour stretch)")
     else:
         _say("      ordinance findings: none")
