@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from analyzer.offline.analysis import FileAnalysis, Progress, analyze
-from analyzer.offline.evaluate import average_precision, event_counts, recall_at_far, run_evaluate
+from analyzer.offline.evaluate import (
+    average_precision,
+    event_counts,
+    read_annotations,
+    recall_at_far,
+    run_evaluate,
+)
 
 __all__ = [
     "FileAnalysis",
@@ -11,6 +17,7 @@ __all__ = [
     "analyze",
     "average_precision",
     "event_counts",
+    "read_annotations",
     "recall_at_far",
     "run_evaluate",
 ]
