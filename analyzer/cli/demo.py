@@ -1,10 +1,14 @@
-"""The demo: the whole system on one machine, on the bundled example recording.
+"""The demo: the whole system on one machine, from barking to the officer's evidence report.
 
-Starts Mosquitto and InfluxDB (child processes, temporary state), starts the analyzer,
-replays the recording through the sensor code as fast as it can, waits until every frame is
-stored, then prints what was found. With ``keep_running`` the services stay up, with InfluxQL
-to look at the data, until Ctrl-C or SIGTERM. Either signal at any point stops the services
-and removes the temporary folder.
+Starts Mosquitto and InfluxDB (child processes, temporary state), starts the analyzer, makes
+a scene of more than seven minutes of barking from the bundled recording (demo_scene.py),
+replays it through the sensor code as fast as it can, waits until every frame is stored and
+prints what was found. Then it tells the case story (demo_story.py): a complaint with an
+earlier one on a prior date, the finding linked, the seizure checklist, and the evidence report
+(HTML and PDF) written into ``out``, which outlives the demo. ``recording`` replays a given
+file instead; the story is then told only if the file made a finding. With ``keep_running``
+the services stay up, with InfluxQL to look at the data, until Ctrl-C or SIGTERM. Either
+signal at any point stops the services and removes the temporary folder.
 """
 
 from __future__ import annotations
@@ -16,29 +20,35 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 
 from analyzer.acoustics import site_template
+from analyzer.cli.demo_scene import DEMO_RECORDING, Scene, load_material, make_scene, write_scene
+from analyzer.cli.demo_story import tell_case_story
 from analyzer.config import AnalyzerConfig
 from analyzer.deploy import Services
+from analyzer.errors import AnalyzerError
 from analyzer.ingest import Analyzer
-from analyzer.store import InfluxSettings
+from analyzer.store import InfluxClient, InfluxSettings
 from sensor.capture import FileSource
 from sensor.config import CalibrationSettings, MqttSettings, OutboxSettings, SensorConfig
 from sensor.node import run_node
 
 log = logging.getLogger(__name__)
 
-DEMO_RECORDING = Path(__file__).resolve().parents[2] / "demo" / "example.flac"
 DEMO_DEVICE = "demo-0001"
+DEMO_ADDRESS = "(demo) 1 Example St"
+DEFAULT_OUT = "barkwatch-demo-report"
 ANONYMOUS_BROKER_NOTE = (
     "      (this demo's broker lets anyone publish without a login, on loopback only; a "
     "deployment\n       uses broker_config/, where anonymous clients are refused: TLS, one "
     "password per device\n       and an ACL, see broker_config/README.md)"
 )
 """Said at start-up: the demo's convenience must not be mistaken for how a deployment runs."""
+SHOWN_EVENTS = 12  # events printed one per line; the rest are counted
 
 
 def _say(text: str) -> None:
@@ -65,10 +75,24 @@ def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(number, handler)
 
 
-def run_demo(recording: str | None = None, keep_running: bool = False) -> int:
-    """Run the demo; return the process exit status (130 when stopped before the end)."""
-    path = Path(recording) if recording else DEMO_RECORDING
-    source = FileSource(path)
+@dataclass(frozen=True)
+class Replayed:
+    """A finished replay: capture time of its first sample, its length, the windows sealed."""
+
+    start_ns: int
+    duration_s: float
+    windows: int
+
+    @property
+    def end_ns(self) -> int:
+        """Capture time just after its last sample."""
+        return self.start_ns + round(self.duration_s * 1e9)
+
+
+def run_demo(recording: str | None = None, keep_running: bool = False,
+             out: str = DEFAULT_OUT) -> int:
+    """Run the demo; return the process exit status (130 when stopped before the end, 1 when
+    the bundled scene made no finding or the story could not be told)."""
     stop = threading.Event()
     with (_stopped_by_signals(stop),
           tempfile.TemporaryDirectory(prefix="barkwatch-demo-") as workdir,
@@ -80,17 +104,28 @@ def run_demo(recording: str | None = None, keep_running: bool = False) -> int:
             f"influxdb at {services.influx.url}"
         )
         _say(ANONYMOUS_BROKER_NOTE)
-        finished = _replay(path, source, Path(workdir), services, stop)
-        if not finished:
+        work = Path(workdir)
+        if recording:
+            path, scene = Path(recording), None
+        else:
+            scene = make_scene(*load_material())
+            path = write_scene(scene, work / "scene.flac")
+        site_record = site_template(
+            DEMO_DEVICE, address=DEMO_ADDRESS, dog_location="back yard",
+            source_to_sensor_m=8.0, source_to_boundary_m=12.0, ground="mixed",
+        )  # fmt: skip
+        replayed = _replay(path, scene, site_record, work, services, stop)
+        if replayed is None:
             _say("stopped before the end; services stopped, temporary folder removed")
             return 130
+        status = _story(replayed, scene, site_record, work, services, Path(out))
         if not keep_running:
             _say(
                 "\nThe services stopped with the demo (their data was in a temporary folder).\n"
                 "To query the data yourself, run it with --keep-running (bash scripts/demo.sh "
                 "--keep-running): the services stay up and it prints InfluxQL to try."
             )
-            return 0
+            return status
         _say(
             "\nServices keep running. Look at the data (InfluxQL, database 'barkwatch'):\n"
             f"  curl -G {services.influx.url}/query --data-urlencode db=barkwatch "
@@ -98,24 +133,55 @@ def run_demo(recording: str | None = None, keep_running: bool = False) -> int:
             f"WHERE device = '{DEMO_DEVICE}' LIMIT 5\"\n"
             f"  SELECT * FROM dog_event WHERE device = '{DEMO_DEVICE}'\n"
             f"  SELECT mean(laeq_db) FROM level WHERE device = '{DEMO_DEVICE}' "
-            "AND time > now() - 1h GROUP BY time(10s)\n"
-            "Ctrl-C (or SIGTERM) stops them and removes the temporary folder."
+            "AND time > now() - 1h GROUP BY time(10s)"
         )
+        if (work / "cases.sqlite").exists():
+            _say(f"and the case file: barkwatch case list --db {work / 'cases.sqlite'}  (then "
+                 f"case show N, case audit with --influx-url {services.influx.url})")
+        _say("Ctrl-C (or SIGTERM) stops them and removes the temporary folder.")
         stop.wait()
     _say("services stopped, temporary folder removed")
     return 0
 
 
-def _replay(path: Path, source: FileSource, workdir: Path, services: Services,
-            stop: threading.Event) -> bool:  # fmt: skip
-    """Analyzer up, recording replayed, results printed; False when ``stop`` came first."""
+def _story(replayed: Replayed, scene: Scene | None, site_record: str, work: Path,
+           services: Services, out: Path) -> int:
+    """Tell the case story when the replay made a finding; the exit status."""
+    if not replayed.windows:
+        if scene is None:
+            _say("\nNo finding, so no case story: it needs a completed finding (more than 7 "
+                 "minutes of barking with gaps under 60 s, then 3 minutes of capture after it)")
+            return 0
+        _say("\nThe scene's barking made no finding (has the detector changed? see "
+             "models/MODEL_CARD.md): the case story cannot be told")
+        return 1
+    _say("\nThe case, as an officer builds it (barkwatch case ...; the case file is in the "
+         "temporary folder):")
+    influx = InfluxClient(InfluxSettings(url=services.influx.url, database="barkwatch"))
+    try:
+        story = tell_case_story(influx, work / "cases.sqlite", out, DEMO_DEVICE, DEMO_ADDRESS,
+                                site_record, replayed.start_ns, replayed.end_ns)
+    except AnalyzerError as exc:
+        _say(f"the case story stopped: {exc}")
+        return 1
+    verified = sum(check.verified for check in story.checks)
+    _say(
+        f"\nThe evidence report of complaint #{story.complaint_id} ({verified} of "
+        f"{len(story.checks)} evidence window(s) verified now), kept after the demo:\n"
+        f"  HTML: {story.html.resolve()}\n"
+        f"  PDF:  {story.pdf.resolve()}"
+    )
+    return 0 if story.checks and verified == len(story.checks) else 1
+
+
+def _replay(path: Path, scene: Scene | None, site_record: str, workdir: Path,
+            services: Services, stop: threading.Event) -> Replayed | None:
+    """Analyzer up, recording replayed, results printed; None when ``stop`` came first."""
+    source = FileSource(path)
     mqtt_settings = MqttSettings(host="127.0.0.1", port=services.broker.port)
     sites = workdir / "sites"
     sites.mkdir()
-    (sites / f"{DEMO_DEVICE}.toml").write_text(site_template(
-        DEMO_DEVICE, address="(demo) 1 Example St", dog_location="back yard",
-        source_to_sensor_m=8.0, source_to_boundary_m=12.0, ground="mixed",
-    ))
+    (sites / f"{DEMO_DEVICE}.toml").write_text(site_record)
     analyzer = Analyzer(
         AnalyzerConfig(
             mqtt=mqtt_settings,
@@ -140,6 +206,13 @@ def _replay(path: Path, source: FileSource, workdir: Path, services: Services,
             f"sensor as device {DEMO_DEVICE}, calibration assumed: an RMS of digital full "
             f"scale reads {calibration.full_scale_db:g} dB SPL (full_scale_db) ..."
         )
+        if scene is not None:
+            _say(
+                f"      the scene was made from {DEMO_RECORDING.name} (seeded: the same every "
+                f"run): {len(scene.bark_spans_s)} of its barks over "
+                f"{scene.barking_s / 60:.1f} min, gaps up to {scene.longest_gap_s:.0f} s, in "
+                "its bark-free background"
+            )
         started = time.monotonic()
         stats = run_node(
             sensor_config, source, start_ns, stop, exit_when_drained=True,
@@ -149,7 +222,7 @@ def _replay(path: Path, source: FileSource, workdir: Path, services: Services,
             _say(f"      stored {analyzer.counters.frames_stored}/{stats.frames} frames")
             stop.wait(0.5)
         if stop.is_set():
-            return False
+            return None
         elapsed = time.monotonic() - started
     finally:
         analyzer.stop()
@@ -157,11 +230,12 @@ def _replay(path: Path, source: FileSource, workdir: Path, services: Services,
         f"      {stats.frames} frames measured, published and stored in {elapsed:.1f} s "
         f"({source.duration_s / elapsed:.1f}x real time)"
     )
-    _print_results(analyzer, start_ns, source.duration_s)
-    return True
+    windows = _print_results(analyzer, start_ns, source.duration_s)
+    return Replayed(start_ns, source.duration_s, windows)
 
 
-def _print_results(analyzer: Analyzer, start_ns: int, audio_s: float) -> None:
+def _print_results(analyzer: Analyzer, start_ns: int, audio_s: float) -> int:
+    """Print the events and findings stored; returns how many evidence windows there are."""
     events = analyzer.influx.query(
         f"SELECT duration_s, confidence, laeq_db, level_at_100ft_db, plainly_audible "
         f"FROM dog_event WHERE device = '{DEMO_DEVICE}'"
@@ -171,7 +245,7 @@ def _print_results(analyzer: Analyzer, start_ns: int, audio_s: float) -> None:
         f"[4/4] {len(rows)} dog-vocalization event(s) stored (the classifier is not yet "
         "reliable: see models/MODEL_CARD.md); dog 8 m from the sensor, boundary 12 m:"
     )
-    for time_ns, duration_s, confidence, laeq_db, at_100ft, audible in rows:
+    for time_ns, duration_s, confidence, laeq_db, at_100ft, audible in rows[:SHOWN_EVENTS]:
         offset_s = (time_ns - start_ns) / 1e9
         moment = datetime.fromtimestamp(time_ns / 1e9, UTC).strftime("%H:%M:%S.%f")
         distant = "     -" if at_100ft is None else f"{at_100ft:5.1f}"
@@ -180,13 +254,19 @@ def _print_results(analyzer: Analyzer, start_ns: int, audio_s: float) -> None:
             f"conf {confidence:.2f}  LAeq {laeq_db:5.1f} dB  at 100 ft {distant} dB"
             f"{'  plainly audible' if audible else ''}"
         )
+    if len(rows) > SHOWN_EVENTS:
+        _say(f"      ... and {len(rows) - SHOWN_EVENTS} more")
     windows = analyzer.influx.query(
-        f"SELECT rule, duration_s FROM evidence_window WHERE device = '{DEMO_DEVICE}'")
+        f"SELECT rule, duration_s, events_counted, longest_gap_s FROM evidence_window "
+        f"WHERE device = '{DEMO_DEVICE}'")
     found = windows[0]["values"] if windows else []
-    if found:
-        _say(f"      ordinance findings: {[(r[1], round(r[2])) for r in found]}")
-    elif audio_s <= 420:
+    for _, rule, duration_s, counted, longest_gap_s in found:
+        _say(f"      ordinance finding: {rule}, {duration_s / 60:.1f} min of barking "
+             f"({counted} events, longest gap {longest_gap_s:.0f} s): sealed as an evidence "
+             "window")
+    if not found and audio_s <= 420:
         _say(f"      ordinance findings: none ({audio_s:.0f} s of audio cannot hold a "
              "7-minute episode or a 1-hour stretch)")
-    else:
+    elif not found:
         _say("      ordinance findings: none")
+    return len(found)

@@ -96,12 +96,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--describe", action="store_true", help="print every key with its default and meaning"
     )
 
-    demo = sub.add_parser("demo", help="run the whole system locally on the bundled recording")
+    demo = sub.add_parser("demo", help="run the whole system locally: a scene made from the "
+                          "bundled recording, a case and its evidence report")
     demo.add_argument("--input", metavar="FILE", help="replay this file instead")
     demo.add_argument(
         "--keep-running",
         action="store_true",
         help="keep the services up after the replay, for queries, until Ctrl-C or SIGTERM",
+    )
+    demo.add_argument(
+        "--out", metavar="DIR", default="barkwatch-demo-report",
+        help="folder for the evidence report, kept after the demo (default "
+        "./barkwatch-demo-report)",
     )
 
     from analyzer.cli.case import add_case_parser
@@ -193,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             from analyzer.cli.demo import run_demo
 
-            return run_demo(args.input, keep_running=args.keep_running)
+            return run_demo(args.input, keep_running=args.keep_running, out=args.out)
         if args.command == "site":
             from analyzer.cli.site import run_site
 
