@@ -118,7 +118,7 @@ def run_demo(recording: str | None = None, keep_running: bool = False,
         if replayed is None:
             _say("stopped before the end; services stopped, temporary folder removed")
             return 130
-        status = _story(replayed, scene, site_record, work, services, Path(out))
+        status, complaint = _story(replayed, scene, site_record, work, services, Path(out))
         if not keep_running:
             _say(
                 "\nThe services stopped with the demo (their data was in a temporary folder).\n"
@@ -135,9 +135,10 @@ def run_demo(recording: str | None = None, keep_running: bool = False,
             f"  SELECT mean(laeq_db) FROM level WHERE device = '{DEMO_DEVICE}' "
             "AND time > now() - 1h GROUP BY time(10s)"
         )
-        if (work / "cases.sqlite").exists():
-            _say(f"and the case file: barkwatch case list --db {work / 'cases.sqlite'}  (then "
-                 f"case show N, case audit with --influx-url {services.influx.url})")
+        if complaint is not None:
+            _say(f"The case file (case list and case audit take --db alone):\n"
+                 f"  barkwatch case show {complaint} --db {work / 'cases.sqlite'} "
+                 f"--influx-url {services.influx.url}")
         _say("Ctrl-C (or SIGTERM) stops them and removes the temporary folder.")
         stop.wait()
     _say("services stopped, temporary folder removed")
@@ -145,16 +146,17 @@ def run_demo(recording: str | None = None, keep_running: bool = False,
 
 
 def _story(replayed: Replayed, scene: Scene | None, site_record: str, work: Path,
-           services: Services, out: Path) -> int:
-    """Tell the case story when the replay made a finding; the exit status."""
+           services: Services, out: Path) -> tuple[int, int | None]:
+    """Tell the case story when the replay made a finding; the exit status and the
+    complaint the story filed (None when it filed none)."""
     if not replayed.windows:
         if scene is None:
             _say("\nNo finding, so no case story: it needs a completed finding (more than 7 "
                  "minutes of barking with gaps under 60 s, then 3 minutes of capture after it)")
-            return 0
+            return 0, None
         _say("\nThe scene's barking made no finding (has the detector changed? see "
              "models/MODEL_CARD.md): the case story cannot be told")
-        return 1
+        return 1, None
     _say("\nThe case, as an officer builds it (barkwatch case ...; the case file is in the "
          "temporary folder):")
     influx = InfluxClient(InfluxSettings(url=services.influx.url, database="barkwatch"))
@@ -163,7 +165,7 @@ def _story(replayed: Replayed, scene: Scene | None, site_record: str, work: Path
                                 site_record, replayed.start_ns, replayed.end_ns)
     except AnalyzerError as exc:
         _say(f"the case story stopped: {exc}")
-        return 1
+        return 1, None
     verified = sum(check.verified for check in story.checks)
     _say(
         f"\nThe evidence report of complaint #{story.complaint_id} ({verified} of "
@@ -171,7 +173,7 @@ def _story(replayed: Replayed, scene: Scene | None, site_record: str, work: Path
         f"  HTML: {story.html.resolve()}\n"
         f"  PDF:  {story.pdf.resolve()}"
     )
-    return 0 if story.checks and verified == len(story.checks) else 1
+    return (0 if story.checks and verified == len(story.checks) else 1), story.complaint_id
 
 
 def _replay(path: Path, scene: Scene | None, site_record: str, workdir: Path,
