@@ -10,18 +10,12 @@ tracker), as real-time factors (audio seconds per CPU second). BLAS is limited t
 
 from __future__ import annotations
 
-import os
-
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
+# isort: off
+from single_thread import ROOT  # first: one BLAS thread before numpy loads
+# isort: on
 import argparse  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from analyzer.detect.detector import make_scorer, model_version  # noqa: E402
 from analyzer.detect.pipeline import DevicePipeline  # noqa: E402

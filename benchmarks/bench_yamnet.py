@@ -10,21 +10,15 @@ patch at a time, as on the sensor. BLAS and onnxruntime are limited to one threa
 
 from __future__ import annotations
 
-import os
-
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
+# isort: off
+from single_thread import ROOT  # first: one BLAS thread before numpy loads
+# isort: on
 import argparse  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 import soundfile as sf  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from analyzer.detect.yamnet import YamnetNetwork  # noqa: E402
 from sensor.yamnet_features import SAMPLE_RATE_HZ, YamnetFrontEnd  # noqa: E402

@@ -12,7 +12,7 @@ import pytest
 import soundfile
 
 from analyzer.config import AnalyzerConfig
-from analyzer.deploy.services import Services
+from analyzer.deploy.services import LocalDeployment, Mosquitto, Services
 from analyzer.ingest.service import Analyzer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +24,18 @@ def services(tmp_path: Path) -> Iterator[Services]:
     """A real Mosquitto and a real InfluxDB on free loopback ports, stopped afterwards."""
     with Services(tmp_path / "services") as running:
         yield running
+
+
+@pytest.fixture
+def broker(deployment: LocalDeployment, tmp_path: Path) -> Iterator[Mosquitto]:
+    """The secured broker of the test module's ``deployment`` fixture, running: a TLS listener
+    for devices, a plain loopback listener for the analyzer."""
+    running = Mosquitto(tmp_path / "mosquitto", security=deployment.files)
+    running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
 
 
 def write_excerpt(path: Path, start_s: float, duration_s: float) -> Path:

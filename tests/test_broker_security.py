@@ -122,17 +122,6 @@ def deployment(tmp_path: Path) -> LocalDeployment:
 
 
 @pytest.fixture
-def broker(deployment: LocalDeployment, tmp_path: Path) -> Iterator[Mosquitto]:
-    """The secured broker, running."""
-    running = Mosquitto(tmp_path / "mosquitto", security=deployment.files)
-    running.start()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-@pytest.fixture
 def probes() -> Iterator[list[Probe]]:
     """Collects probes to close after the test."""
     made: list[Probe] = []

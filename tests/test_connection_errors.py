@@ -39,17 +39,6 @@ def deployment(tmp_path: Path) -> LocalDeployment:
 
 
 @pytest.fixture
-def broker(deployment: LocalDeployment, tmp_path: Path) -> Iterator[Mosquitto]:
-    """The secured broker: TLS listener for devices, plain loopback listener for the analyzer."""
-    running = Mosquitto(tmp_path / "mosquitto", security=deployment.files)
-    running.start()
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-@pytest.fixture
 def publishers(tmp_path: Path) -> Iterator[list[FramePublisher]]:
     """Collects started publishers to stop after the test."""
     made: list[FramePublisher] = []

@@ -39,6 +39,7 @@ from analyzer.ordinance.rules import (
 from analyzer.store.evidence_store import load_chain_head, recompute
 from analyzer.store.influx import InfluxClient, InfluxSettings, event_point
 from analyzer.store.points import progress_point, window_point
+from tests.live_replay import store_as_live
 
 DEV = "dev-7"
 T0 = 1_780_000_000 * NS
@@ -153,30 +154,14 @@ def test_time_arguments_accept_iso_and_ns() -> None:
 
 def _store_live(client: InfluxClient, events: list[RuleEvent], outage: tuple[int, int]) -> int:
     """Run the engine as the live analyzer would (per one-second frame) and store everything."""
-    engine, chain = RuleEngine(DEV), EvidenceChain({DEV: "12 Elm St"})
-    lines, windows, pending = [], 0, sorted(events, key=lambda e: e.offset_ns)
-    for second in range(0, 6500):
-        start = T0 + second * NS
+
+    def level(second: int, time_ns: int) -> Point | None:
         if outage[0] <= second < outage[1]:
-            continue
-        lines.append(Point("level").tag("device", DEV).field("seq", second)
-                     .field("max_dog_score", 0.1).time(start, WritePrecision.NS)
-                     .to_line_protocol())
-        engine.observe_coverage(start, start + NS)
-        while pending and pending[0].offset_ns <= start + NS:  # emitted when it has ended
-            e = pending.pop(0)
-            engine.add_event(e)
-            point = event_point(DogEvent(DEV, e.onset_ns, e.offset_ns, e.label, e.confidence,
-                                         e.laeq_db, e.lafmax_db, e.model_version))
-            for name, value in dog_event_fields(e).items():
-                point.field(name, value)
-            lines.append(point.to_line_protocol())
-        for finding in engine.advance(start + NS):
-            if finding.status == COMPLETED:
-                lines.append(window_point(chain.seal(finding)).to_line_protocol())
-                windows += 1
-    client.write_lines(lines)
-    return windows
+            return None
+        return (Point("level").tag("device", DEV).field("seq", second)
+                .field("max_dog_score", 0.1).time(time_ns, WritePrecision.NS))
+
+    return store_as_live(client, DEV, events, T0, 6500, level)
 
 
 def _cli(url: str, *extra: str) -> int:

@@ -17,11 +17,10 @@ from analyzer.cases import CaseFile, format_time, parse_local_time
 from analyzer.cli.main import main
 from analyzer.deploy.services import Services
 from analyzer.detect import DogEvent
-from analyzer.ordinance import EvidenceChain, RuleEvent
-from analyzer.ordinance.evidence import dog_event_fields
-from analyzer.ordinance.rules import COMPLETED, RuleEngine
+from analyzer.ordinance import RuleEvent
 from analyzer.reports import PLOT_TITLES
-from analyzer.store import InfluxClient, InfluxSettings, event_point, window_point
+from analyzer.store import InfluxClient, InfluxSettings, event_point
+from tests.live_replay import store_as_live
 
 NS = 1_000_000_000
 DEV = "glencoe-0007"
@@ -42,28 +41,15 @@ def replay_into(client: InfluxClient, device: str) -> None:
     as the live analyzer stores them (levels, events, then the sealed windows)."""
     barks = sorted({*range(0, 481, 20), *range(1200, 5701, 300)})
     events = [bark(device, t) for t in barks]
-    engine, chain = RuleEngine(device), EvidenceChain({device: "12 Elm St"})
-    lines, pending = [], list(events)
-    for second in range(TOTAL_S):
-        start = T0 + second * NS
-        lines.append(Point("level").tag("device", device).field("seq", second)
-                     .field("laeq_db", 70.0 if second in barks else 42.0)
-                     .field("calibration_date", "2026-05-20").field("full_scale_db", 120.0)
-                     .field("max_dog_score", 0.9 if second in barks else 0.05)
-                     .time(start, WritePrecision.NS).to_line_protocol())
-        engine.observe_coverage(start, start + NS)
-        while pending and pending[0].offset_ns <= start + NS:
-            e = pending.pop(0)
-            engine.add_event(e)
-            point = event_point(DogEvent(device, e.onset_ns, e.offset_ns, e.label,
-                                         e.confidence, e.laeq_db, e.lafmax_db, e.model_version))
-            for name, value in dog_event_fields(e).items():
-                point.field(name, value)
-            lines.append(point.to_line_protocol())
-        for finding in engine.advance(start + NS):
-            if finding.status == COMPLETED:
-                lines.append(window_point(chain.seal(finding)).to_line_protocol())
-    client.write_lines(lines)
+
+    def level(second: int, time_ns: int) -> Point:
+        return (Point("level").tag("device", device).field("seq", second)
+                .field("laeq_db", 70.0 if second in barks else 42.0)
+                .field("calibration_date", "2026-05-20").field("full_scale_db", 120.0)
+                .field("max_dog_score", 0.9 if second in barks else 0.05)
+                .time(time_ns, WritePrecision.NS))
+
+    store_as_live(client, device, events, T0, TOTAL_S, level)
 
 
 @dataclass
