@@ -29,7 +29,7 @@ from analyzer.cases import (
     read_case,
 )
 from analyzer.cases.localtime import TimeInputError
-from analyzer.store import InfluxClient, InfluxSettings
+from analyzer.cli.options import add_influx_options, influx_client
 
 DB_ENV = "BARKWATCH_CASES_DB"
 DEFAULT_DB = "barkwatch-cases.sqlite"
@@ -51,24 +51,6 @@ def local_time(text: str) -> int:
         return parse_local_time(text)
     except TimeInputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
-def add_influx_options(parser: argparse.ArgumentParser) -> None:
-    """--influx-url, --database, --username, --password-env (as ``findings recompute``)."""
-    defaults = InfluxSettings()
-    parser.add_argument("--influx-url", default=defaults.url,
-                        help=f"InfluxDB HTTP API (default {defaults.url})")
-    parser.add_argument("--database", default=defaults.database,
-                        help=f"database (default {defaults.database})")
-    parser.add_argument("--username", default="", help="InfluxDB 1.x user name (default none)")
-    parser.add_argument("--password-env", default=defaults.password_env,
-                        help="environment variable holding the password or token")
-
-
-def influx_client(args: argparse.Namespace) -> InfluxClient:
-    """The InfluxDB client the options name."""
-    return InfluxClient(InfluxSettings(url=args.influx_url, database=args.database,
-                                       username=args.username, password_env=args.password_env))
 
 
 def add_db_option(parser: argparse.ArgumentParser) -> None:

@@ -16,8 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from analyzer import __version__
+from analyzer.cli.options import add_influx_options, influx_client
 from analyzer.errors import AnalyzerError
-from analyzer.store import InfluxClient, InfluxSettings, recompute
+from analyzer.store import recompute
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +56,7 @@ def add_findings_parser(subparsers: Any) -> argparse.ArgumentParser:
                      help="first span start to check: ISO 8601 with zone, or ns since epoch")
     run.add_argument("--to", dest="end", required=True, type=parse_time_ns, metavar="T2",
                      help="last span start to check (inclusive)")
-    defaults = InfluxSettings()
-    run.add_argument("--influx-url", default=defaults.url,
-                     help=f"InfluxDB HTTP API (default {defaults.url})")
-    run.add_argument("--database", default=defaults.database,
-                     help=f"database (default {defaults.database})")
-    run.add_argument("--username", default="", help="InfluxDB 1.x user name (default none)")
-    run.add_argument("--password-env", default=defaults.password_env,
-                     help=f"environment variable holding the password or token "
-                          f"(default {defaults.password_env})")
+    add_influx_options(run)
     run.add_argument("--format", choices=["text", "json"], default="text",
                      help="readable lines (default) or one JSON document")
     return findings
@@ -78,9 +71,7 @@ def run_findings(args: argparse.Namespace) -> int:
         print(f"barkwatch findings recompute: --to ({args.end}) is before --from "
               f"({args.start})", file=sys.stderr)
         return 2
-    client = InfluxClient(InfluxSettings(url=args.influx_url, database=args.database,
-                                         username=args.username,
-                                         password_env=args.password_env))
+    client = influx_client(args)
     try:
         report = recompute(client, args.device, args.start, args.end,
                            current_software_version=__version__)
