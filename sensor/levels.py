@@ -101,6 +101,13 @@ def _analog_weighting_zeros_poles(weighting: str) -> tuple[np.ndarray, np.ndarra
     return np.zeros(2), -np.array([w1, w1])
 
 
+def _bilinear_low_sections(weighting: str, sample_rate: int) -> np.ndarray:
+    """The zeros and the poles below 1 kHz through the bilinear transform, as sections
+    (unit gain; the caller normalises at 1 kHz)."""
+    zeros, poles = _analog_weighting_zeros_poles(weighting)
+    return np.asarray(signal.zpk2sos(*signal.bilinear_zpk(zeros, poles, 1.0, fs=sample_rate)))
+
+
 def analytic_weighting_db(weighting: str, frequency_hz: np.ndarray) -> np.ndarray:
     """The Annex E analytic A or C weighting (IEC 61672-1:2013 eqs. E.1-E.6), dB re 1 kHz.
 
@@ -149,8 +156,7 @@ def _high_frequency_section(weighting: str, sample_rate: int) -> tuple[float, ..
     0.03 dB of Annex E up to 0.85 of Nyquist (docs/MEASUREMENT.md, "How the weighting
     filters are made"). Cached: a few hundred milliseconds once per rate on a Pi.
     """
-    zeros, poles = _analog_weighting_zeros_poles(weighting)
-    low = signal.zpk2sos(*signal.bilinear_zpk(zeros, poles, 1.0, fs=sample_rate))
+    low = _bilinear_low_sections(weighting, sample_rate)
     top_hz = min(_FIT_MAX_HZ, _FIT_NYQUIST_FRACTION * sample_rate / 2.0)
     grid_hz = np.concatenate(
         [[_REFERENCE_FREQUENCY_HZ], np.geomspace(_FIT_MIN_HZ, top_hz, _FIT_POINTS)]
@@ -193,9 +199,7 @@ def weighting_sos(weighting: str, sample_rate: int) -> np.ndarray:
         raise ValueError(f"weighting must be one of {', '.join(_WEIGHTINGS)}, got {weighting!r}")
     if weighting == "Z":
         return np.array([[1.0, 0.0, 0.0, 1.0, 0.0, 0.0]])
-    zeros, poles = _analog_weighting_zeros_poles(weighting)
-    z_zeros, z_poles, z_gain = signal.bilinear_zpk(zeros, poles, 1.0, fs=sample_rate)
-    low = signal.zpk2sos(z_zeros, z_poles, z_gain)
+    low = _bilinear_low_sections(weighting, sample_rate)
     sos = np.vstack([low, np.array(_high_frequency_section(weighting, sample_rate))])
     _, response = signal.sosfreqz(sos, worN=[_REFERENCE_FREQUENCY_HZ], fs=sample_rate)
     sos[0, :3] /= np.abs(response[0])
