@@ -21,7 +21,6 @@ from analyzer.deploy.passwords import (
     hash_password,
     read_password_file,
 )
-from analyzer.deploy.pki import owner_of
 from analyzer.deploy.provision import (
     ANALYZER_USER,
     BrokerFiles,
@@ -35,6 +34,7 @@ from analyzer.deploy.provision import (
     revoke_device,
 )
 from analyzer.errors import ProvisioningError
+from analyzer.files import owner_of
 from sensor.config import MqttSettings, load_sensor_config
 from sensor.errors import ConfigError
 from sensor.publisher import PubackOutcome, puback_outcome

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from analyzer.deploy.pki import CA_DAYS, SERVER_DAYS, owner_of
+from analyzer.deploy.pki import CA_DAYS, SERVER_DAYS
 from analyzer.deploy.services import Services
+from analyzer.files import owner_of
 
 __all__ = ["CA_DAYS", "SERVER_DAYS", "Services", "owner_of"]

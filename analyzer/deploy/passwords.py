@@ -25,8 +25,8 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-from analyzer.deploy.pki import write_file
 from analyzer.errors import ProvisioningError
+from analyzer.files import write_file
 
 HASH_TYPE = "7"  # Mosquitto's PBKDF2-SHA512
 ITERATIONS = 101  # Mosquitto 2.0's default

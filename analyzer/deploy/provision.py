@@ -51,9 +51,9 @@ from analyzer.deploy.pki import (
     CertificateAuthority,
     create_ca,
     issue_server_certificate,
-    write_file,
 )
 from analyzer.errors import ProvisioningError
+from analyzer.files import write_file
 from sensor.wire import DEVICE_ID_PATTERN
 
 log = logging.getLogger(__name__)

@@ -4,10 +4,10 @@ the same HTML, so both carry the same content)."""
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from analyzer.errors import AnalyzerError
+from analyzer.files import write_file
 from analyzer.reports.gather import ReportData
 from analyzer.reports.html import render_html
 
@@ -35,12 +35,10 @@ def write_report(data: ReportData, out_dir: str | Path) -> tuple[Path, Path]:
     except ImportError as exc:
         raise ReportError("the PDF needs WeasyPrint: pip install 'barkwatch[analyzer]' "
                           f"(and Debian's libpango-1.0-0): {exc}") from exc
+    pdf = weasyprint.HTML(string=document, base_url=str(folder)).write_pdf()
     try:
-        for path in (html_path, pdf_path):
-            path.unlink(missing_ok=True)
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
-        html_path.write_text(document, encoding="utf-8")
-        weasyprint.HTML(string=document, base_url=str(folder)).write_pdf(pdf_path)
+        write_file(html_path, document.encode("utf-8"), mode)
+        write_file(pdf_path, pdf, mode)
     except OSError as exc:
         raise ReportError(f"cannot write the report into {folder}: {exc}") from exc
     log.info("report written: %s, %s", html_path, pdf_path)
