@@ -35,6 +35,9 @@ key          type       meaning
 ``laf_s``    bytes      float16 LAF (F time-weighted, A-weighted) maximum per step, dB
 ``mels``     int        number of mel bands
 ``mel``      bytes      float16 mel band levels, dB SPL, row-major (steps x mels)
+``cstep``    int        optional: the sensor's wall clock stepped by this many ns against
+                        the sample clock since the previous frame (NTP correcting it);
+                        absent when it did not (capture time is unaffected: sample count)
 ===========  =========  ===========================================================
 """
 
@@ -126,6 +129,7 @@ class Frame:
     laeq_steps_db: np.ndarray = field(repr=False)
     laf_steps_db: np.ndarray = field(repr=False)
     mel_db: np.ndarray = field(repr=False)
+    clock_step_ns: int = 0
 
     @property
     def duration_s(self) -> float:
@@ -186,7 +190,7 @@ def _payload_of(frame: Frame) -> dict[str, Any]:
         "laf_s": np.asarray(frame.laf_steps_db, dtype="<f2").tobytes(),
         "mels": int(mel.shape[1]) if mel.ndim == 2 else 0,
         "mel": mel.tobytes(),
-    }
+    } | ({"cstep": int(frame.clock_step_ns)} if frame.clock_step_ns else {})
 
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -219,6 +223,8 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "mels": int,
     "mel": bytes,
 }
+_OPTIONAL_FIELDS: dict[str, type] = {"cstep": int}
+MAX_CLOCK_STEP_NS = 10 * 365 * 86400 * 10**9  # a step beyond ten years is no clock's correction
 
 
 def _array(raw: bytes, dtype: str, name: str, expected_len: int | None = None) -> np.ndarray:
@@ -286,7 +292,9 @@ def _validated(payload: object) -> Frame:
         raise WireError(f"missing field(s): {', '.join(missing)}")
     # Keys may be str or bytes (msgpack's str and bin): never compare them with each other.
     unknown = sorted(
-        _key_shown(key) for key in payload if not isinstance(key, str) or key not in _FIELDS
+        _key_shown(key)
+        for key in payload
+        if not isinstance(key, str) or (key not in _FIELDS and key not in _OPTIONAL_FIELDS)
     )
     if unknown:
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
@@ -299,6 +307,12 @@ def _validated(payload: object) -> Frame:
                 f"field {key!r}: {type(value).__name__} is not the expected "
                 f"{' or '.join(k.__name__ for k in kinds)}"
             )
+
+    clock_step_ns = payload.get("cstep", 0)
+    if type(clock_step_ns) is not int:
+        raise WireError(f"field 'cstep': {type(clock_step_ns).__name__} is not the expected int")
+    if not -MAX_CLOCK_STEP_NS <= clock_step_ns <= MAX_CLOCK_STEP_NS:
+        raise WireError(f"field 'cstep': {clock_step_ns} ns is out of range")
 
     device_id = payload["dev"]
     if not DEVICE_ID_PATTERN.match(device_id):
@@ -372,4 +386,5 @@ def _validated(payload: object) -> Frame:
         laeq_steps_db=laeq_steps,
         laf_steps_db=laf_steps,
         mel_db=mel.reshape(laeq_steps.size, n_mels),
+        clock_step_ns=clock_step_ns,
     )
