@@ -19,6 +19,7 @@ from analyzer.detect.classifier import (
 )
 from analyzer.detect.detector import model_version
 from analyzer.detect.events import DogEvent, EventTracker
+from analyzer.detect.head import DogHead, step_head_scores
 from analyzer.detect.pipeline import DevicePipeline
 from analyzer.detect.settings import DetectorSettings
 from analyzer.detect.yamnet import DOG_CLASSES, YamnetNetwork, YamnetOutput
@@ -31,6 +32,7 @@ __all__ = [
     "DOG_CLASSES",
     "DogClassifier",
     "DogEvent",
+    "DogHead",
     "DogModel",
     "EventTracker",
     "INPUT_VERSION",
@@ -45,4 +47,5 @@ __all__ = [
     "load_model",
     "logits_of_stream",
     "model_version",
+    "step_head_scores",
 ]
