@@ -7,6 +7,7 @@ loader composes them, and nothing below it imports it.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 from analyzer.acoustics import AudibilitySettings
@@ -15,7 +16,48 @@ from analyzer.ordinance import RuleSettings
 from analyzer.store import InfluxSettings
 from sensor.config import MqttSettings
 from sensor.configfile import describe, load, setting
+from sensor.errors import ConfigError
 from sensor.wire import MAX_PAYLOAD_BYTES
+
+MAX_PARTITIONS = 1024
+
+
+@dataclass(frozen=True)
+class Partition:
+    """This analyzer's share of the fleet: share ``index`` (1-based) of ``count``.
+
+    A device belongs to share ``crc32(device id) % count + 1``. CRC-32 (zlib) rather than
+    Python's ``hash``, which is salted per process: every analyzer, on any machine and after
+    any restart, must compute the same owner for a device (docs/SCALE.md).
+    """
+
+    index: int = 1
+    count: int = 1
+
+    def owns(self, device_id: str) -> bool:
+        """Whether ``device_id``'s frames, heartbeats and status are this analyzer's."""
+        return self.count == 1 or zlib.crc32(device_id.encode()) % self.count == self.index - 1
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_partition(text: str, key: str = "partition") -> Partition:
+    """``"K/N"`` (1 <= K <= N <= 1024) as a :class:`Partition`; ConfigError naming ``key``."""
+    index_text, slash, count_text = text.partition("/")
+    if not (slash and index_text.isdecimal() and count_text.isdecimal()):
+        raise ConfigError(
+            f"config key {key!r}: {text[:40]!r} is not of the form K/N (this analyzer's share "
+            "K of N analyzers, e.g. \"1/2\")"
+        )
+    index, count = int(index_text), int(count_text)
+    if not 1 <= count <= MAX_PARTITIONS:
+        raise ConfigError(f"config key {key!r}: N = {count} in {text!r} is not between 1 and "
+                          f"{MAX_PARTITIONS}")
+    if not 1 <= index <= count:
+        raise ConfigError(f"config key {key!r}: K = {index} in {text!r} is not between 1 and "
+                          f"N = {count}")
+    return Partition(index, count)
 
 
 @dataclass(frozen=True)
@@ -23,6 +65,11 @@ class AnalyzerConfig:
     """Everything the live analyzer needs."""
 
     client_id: str = setting("barkwatch-analyzer", "MQTT client id of the persistent session")
+    partition: str = setting(
+        "1/1", "K/N: this analyzer takes the devices whose CRC-32 of the device id modulo N "
+        "is K-1 and acknowledges the rest unstored; every analyzer sharing a broker has the "
+        "same N, its own K and its own client_id (docs/SCALE.md)"
+    )
     max_payload_bytes: int = setting(
         MAX_PAYLOAD_BYTES, "larger frames are dropped, counted", 1024, 262144
     )
@@ -52,6 +99,14 @@ class AnalyzerConfig:
         "", "folder of installation records, one DEVICE.toml per device (barkwatch site create); "
         "empty: no audibility decisions"
     )
+
+    def __post_init__(self) -> None:
+        parse_partition(self.partition)  # refuse a malformed share when the file is loaded
+
+    @property
+    def share(self) -> Partition:
+        """The parsed ``partition``."""
+        return parse_partition(self.partition)
 
 
 def load_analyzer_config(path: str) -> AnalyzerConfig:

@@ -86,6 +86,7 @@ class Analyzer:
     def __init__(self, config: AnalyzerConfig, clock: Callable[[], float] = time.monotonic
                  ) -> None:
         self.config = config
+        self._share = config.share
         self.counters = AnalyzerCounters()
         self.influx = InfluxClient(config.influx)
         self.refused = RefusedPoints(config.influx.refused_points_file,
@@ -163,10 +164,11 @@ class Analyzer:
         self._generation += 1
         client.subscribe(SUBSCRIPTIONS)
         log.info(
-            "analyzer connected to %s:%d (session present: %s)",
+            "analyzer connected to %s:%d (session present: %s; partition %s)",
             self.config.mqtt.host,
             self.config.mqtt.port,
             flags.session_present,
+            self._share,
         )
 
     def _on_subscribe(
@@ -279,6 +281,10 @@ class Analyzer:
         except WireError as exc:
             self.counters.bad_topic += 1
             log.warning("dropped message: %s", exc)
+            self._ack_later(ack)
+            return
+        if not self._share.owns(device):  # another analyzer's device (partition, SCALE.md)
+            self.counters.other_partition += 1
             self._ack_later(ack)
             return
         payload = bytes(message.payload)

@@ -27,6 +27,7 @@ class AnalyzerCounters:
     device_mismatch: int = 0
     implausible_time: int = 0
     bad_topic: int = 0
+    other_partition: int = 0  # messages of devices another analyzer's partition owns: acked
     late_frames: int = 0
     frames_held: int = 0  # stored ahead of a missing predecessor, scored once released
     gaps_given_up: int = 0
