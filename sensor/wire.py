@@ -51,7 +51,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from sensor.errors import WireError
+from sensor.errors import WireError, WireReason
 
 SCHEMA_VERSION = 1
 TOPIC_ROOT = "barkwatch/v1"
@@ -86,11 +86,13 @@ def device_from_topic(topic: str) -> tuple[str, str]:
     """Split ``barkwatch/v1/<kind>/<device>`` into (kind, device); raise WireError otherwise."""
     parts = topic.split("/")
     if len(parts) != 4 or "/".join(parts[:2]) != TOPIC_ROOT:
-        raise WireError(f"topic {_shown(topic)} is not of the form {TOPIC_ROOT}/<kind>/<device>")
+        raise WireError(f"topic {_shown(topic)} is not of the form {TOPIC_ROOT}/<kind>/<device>",
+                        WireReason.BAD_TOPIC)
     kind, device = parts[2], parts[3]
     if not DEVICE_ID_PATTERN.match(device):
         raise WireError(
-            f"topic {_shown(topic)}: device id {_shown(device)} is not a valid device id"
+            f"topic {_shown(topic)}: device id {_shown(device)} is not a valid device id",
+            WireReason.BAD_TOPIC,
         )
     return kind, device
 
@@ -154,7 +156,8 @@ def encode_frame(frame: Frame) -> bytes:
     data: bytes = msgpack.packb(payload, use_bin_type=True)
     if len(data) > MAX_PAYLOAD_BYTES:
         raise WireError(
-            f"frame of {len(data)} bytes exceeds the limit of {MAX_PAYLOAD_BYTES} bytes"
+            f"frame of {len(data)} bytes exceeds the limit of {MAX_PAYLOAD_BYTES} bytes",
+            WireReason.TOO_LARGE,
         )
     return data
 
@@ -230,19 +233,22 @@ MAX_CLOCK_STEP_NS = 10 * 365 * 86400 * 10**9  # a step beyond ten years is no cl
 def _array(raw: bytes, dtype: str, name: str, expected_len: int | None = None) -> np.ndarray:
     itemsize = np.dtype(dtype).itemsize
     if len(raw) % itemsize:
-        raise WireError(f"field {name!r}: {len(raw)} bytes is not a whole number of {dtype}")
+        raise WireError(f"field {name!r}: {len(raw)} bytes is not a whole number of {dtype}",
+                        WireReason.BAD_ARRAY)
     values = np.frombuffer(raw, dtype=dtype).astype(np.float32)
     if expected_len is not None and values.size != expected_len:
-        raise WireError(f"field {name!r}: {values.size} values, expected {expected_len}")
+        raise WireError(f"field {name!r}: {values.size} values, expected {expected_len}",
+                        WireReason.BAD_ARRAY)
     if not np.all(np.isfinite(values)):
-        raise WireError(f"field {name!r}: contains NaN or infinity")
+        raise WireError(f"field {name!r}: contains NaN or infinity", WireReason.NOT_FINITE)
     return values
 
 
 def _level(payload: dict[str, Any], key: str) -> float:
     value = float(payload[key])
-    if not math.isfinite(value) or not -150.0 <= value <= 250.0:
-        raise WireError(f"field {key!r}: level {value} dB is outside -150..250 dB")
+    if not -150.0 <= value <= 250.0:  # NaN fails the comparison too
+        raise WireError(f"field {key!r}: level {value} dB is outside -150..250 dB",
+                        WireReason.OUT_OF_RANGE if math.isfinite(value) else WireReason.NOT_FINITE)
     return value
 
 
@@ -268,28 +274,32 @@ def decode_frame(data: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> Frame:
     Any byte string gives a Frame or a WireError, never another exception.
     """
     if len(data) > max_bytes:
-        raise WireError(f"payload of {len(data)} bytes exceeds the limit of {max_bytes} bytes")
+        raise WireError(f"payload of {len(data)} bytes exceeds the limit of {max_bytes} bytes",
+                        WireReason.TOO_LARGE)
     try:
         # strict_map_key: only str and bytes keys, so no crafted int keys collide in the dict.
         # msgpack bounds every length by the payload's own size, so no bomb allocates more.
         payload = msgpack.unpackb(data, raw=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises several unrelated types
-        raise WireError(f"payload is not valid msgpack: {type(exc).__name__}: {exc}") from exc
+        raise WireError(f"payload is not valid msgpack: {type(exc).__name__}: {exc}",
+                        WireReason.NOT_MSGPACK) from exc
     return _validated(payload)
 
 
 def _validated(payload: object) -> Frame:
     """Check a payload map field by field and build its Frame; raise WireError otherwise."""
     if not isinstance(payload, dict):
-        raise WireError(f"payload is a {type(payload).__name__}, expected a map")
+        raise WireError(f"payload is a {type(payload).__name__}, expected a map",
+                        WireReason.NOT_A_MAP)
     version = payload.get("v")
     if type(version) is not int or version != SCHEMA_VERSION:
         raise WireError(
-            f"field 'v': schema version {_shown(version)} is not supported (expected 1)"
+            f"field 'v': schema version {_shown(version)} is not supported (expected 1)",
+            WireReason.VERSION,
         )
     missing = sorted(set(_FIELDS) - set(payload))
     if missing:
-        raise WireError(f"missing field(s): {', '.join(missing)}")
+        raise WireError(f"missing field(s): {', '.join(missing)}", WireReason.MISSING_FIELD)
     # Keys may be str or bytes (msgpack's str and bin): never compare them with each other.
     unknown = sorted(
         _key_shown(key)
@@ -298,65 +308,80 @@ def _validated(payload: object) -> Frame:
     )
     if unknown:
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
-        raise WireError(f"unknown field(s): {', '.join(unknown[:5])}{more}")
+        raise WireError(f"unknown field(s): {', '.join(unknown[:5])}{more}",
+                        WireReason.UNKNOWN_FIELD)
     for key, kind in _FIELDS.items():
         value = payload[key]
         if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
             kinds = kind if isinstance(kind, tuple) else (kind,)
             raise WireError(
                 f"field {key!r}: {type(value).__name__} is not the expected "
-                f"{' or '.join(k.__name__ for k in kinds)}"
+                f"{' or '.join(k.__name__ for k in kinds)}",
+                WireReason.WRONG_TYPE,
             )
 
     clock_step_ns = payload.get("cstep", 0)
     if type(clock_step_ns) is not int:
-        raise WireError(f"field 'cstep': {type(clock_step_ns).__name__} is not the expected int")
+        raise WireError(f"field 'cstep': {type(clock_step_ns).__name__} is not the expected int",
+                        WireReason.WRONG_TYPE)
     if not -MAX_CLOCK_STEP_NS <= clock_step_ns <= MAX_CLOCK_STEP_NS:
-        raise WireError(f"field 'cstep': {clock_step_ns} ns is out of range")
+        raise WireError(f"field 'cstep': {clock_step_ns} ns is out of range",
+                        WireReason.OUT_OF_RANGE)
 
     device_id = payload["dev"]
     if not DEVICE_ID_PATTERN.match(device_id):
-        raise WireError(f"field 'dev': {_shown(device_id)} is not a valid device id")
+        raise WireError(f"field 'dev': {_shown(device_id)} is not a valid device id",
+                        WireReason.OUT_OF_RANGE)
     calibration_date = payload["cal"]
     if len(calibration_date) > MAX_CALIBRATION_CHARS:
         raise WireError(
             f"field 'cal': {len(calibration_date)} characters exceeds the limit of "
-            f"{MAX_CALIBRATION_CHARS}"
+            f"{MAX_CALIBRATION_CHARS}",
+            WireReason.OUT_OF_RANGE,
         )
     if not calibration_date.isprintable():
-        raise WireError(f"field 'cal': {calibration_date!r} contains a control character")
+        raise WireError(f"field 'cal': {calibration_date!r} contains a control character",
+                        WireReason.OUT_OF_RANGE)
     if not 0 <= payload["seq"] < 2**63:
-        raise WireError(f"field 'seq': {payload['seq']} is out of range")
+        raise WireError(f"field 'seq': {payload['seq']} is out of range", WireReason.OUT_OF_RANGE)
     if not 0 <= payload["t"] < 2**63:
-        raise WireError(f"field 't': {payload['t']} is not a capture time in ns")
+        raise WireError(f"field 't': {payload['t']} is not a capture time in ns",
+                        WireReason.OUT_OF_RANGE)
     sample_rate = payload["sr"]
     if sample_rate not in SUPPORTED_SAMPLE_RATES:
-        raise WireError(f"field 'sr': {sample_rate} Hz is not a supported sample rate")
+        raise WireError(f"field 'sr': {sample_rate} Hz is not a supported sample rate",
+                        WireReason.OUT_OF_RANGE)
     if not 0 < payload["n"] <= 4 * sample_rate:
-        raise WireError(f"field 'n': {payload['n']} samples is out of range")
+        raise WireError(f"field 'n': {payload['n']} samples is out of range",
+                        WireReason.OUT_OF_RANGE)
     if not 0 <= payload["clip"] <= payload["n"]:
-        raise WireError(f"field 'clip': {payload['clip']} is out of range")
+        raise WireError(f"field 'clip': {payload['clip']} is out of range", WireReason.OUT_OF_RANGE)
     if not -20 <= payload["b0"] <= 13:
-        raise WireError(f"field 'b0': band index {payload['b0']} is out of range")
+        raise WireError(f"field 'b0': band index {payload['b0']} is out of range",
+                        WireReason.OUT_OF_RANGE)
     dc_offset = float(payload["dc"])
     if not -1.0 <= dc_offset <= 1.0:
-        raise WireError(f"field 'dc': {dc_offset} is outside -1..1 (full scale)")
+        raise WireError(f"field 'dc': {dc_offset} is outside -1..1 (full scale)",
+                        WireReason.OUT_OF_RANGE)
     if not 0.0 <= float(payload["pct_s"]) <= 3600.0:
-        raise WireError(f"field 'pct_s': {payload['pct_s']} s is out of range")
+        raise WireError(f"field 'pct_s': {payload['pct_s']} s is out of range",
+                        WireReason.OUT_OF_RANGE)
     hop_s = float(payload["hop"])
     if not 0.001 <= hop_s <= 1.0:
-        raise WireError(f"field 'hop': {hop_s} s is out of range")
+        raise WireError(f"field 'hop': {hop_s} s is out of range", WireReason.OUT_OF_RANGE)
 
     bands = _array(payload["bands"], "<f4", "bands")
     if not 0 < bands.size <= MAX_BANDS:
-        raise WireError(f"field 'bands': {bands.size} bands is out of range")
+        raise WireError(f"field 'bands': {bands.size} bands is out of range",
+                        WireReason.OUT_OF_RANGE)
     laeq_steps = _array(payload["laeq_s"], "<f2", "laeq_s")
     if not 0 < laeq_steps.size <= MAX_STEPS:
-        raise WireError(f"field 'laeq_s': {laeq_steps.size} steps is out of range")
+        raise WireError(f"field 'laeq_s': {laeq_steps.size} steps is out of range",
+                        WireReason.OUT_OF_RANGE)
     laf_steps = _array(payload["laf_s"], "<f2", "laf_s", laeq_steps.size)
     n_mels = payload["mels"]
     if not 0 < n_mels <= MAX_MELS:
-        raise WireError(f"field 'mels': {n_mels} is out of range")
+        raise WireError(f"field 'mels': {n_mels} is out of range", WireReason.OUT_OF_RANGE)
     mel = _array(payload["mel"], "<f2", "mel", laeq_steps.size * n_mels)
 
     return Frame(
