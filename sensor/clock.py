@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
 
 TIME_ERROR = 5
 
@@ -67,3 +72,43 @@ def clock_state() -> ClockState:
     if state < 0:
         return ClockState(None, None)
     return ClockState(state != TIME_ERROR, int(timex.maxerror))
+
+
+# ntpd slews offsets below 128 ms and steps only above (ntp.conf "tinker step"; chrony's
+# makestep is configured in the same range): a jump of 100 ms or more is a step, not a slew
+# (a slew moves the clock at most 0.5 ms per second).
+CLOCK_STEP_MIN_NS = 100_000_000
+
+
+class ClockStepDetector:
+    """Notices the wall clock stepping (NTP correcting it) between two readings.
+
+    The wall clock is compared with a clock no step moves (CLOCK_MONOTONIC, which NTP only
+    slews), so a file replayed faster than real time, or a capture that stalled, reads as no
+    step. Capture time never uses the wall clock after the stream's start (it counts
+    samples), so a step is only flagged, never applied. Both clocks are passed in for tests.
+    """
+
+    def __init__(
+        self,
+        wall_ns: Callable[[], int] = time.time_ns,
+        monotonic_ns: Callable[[], int] = time.monotonic_ns,
+        min_step_ns: int = CLOCK_STEP_MIN_NS,
+    ) -> None:
+        self._wall_ns = wall_ns
+        self._monotonic_ns = monotonic_ns
+        self.min_step_ns = min_step_ns
+        self._offset_ns = wall_ns() - monotonic_ns()
+        self.steps = 0
+
+    def step_ns(self) -> int:
+        """How far the wall clock jumped since the last call (ns, signed); 0 below the minimum."""
+        offset = self._wall_ns() - self._monotonic_ns()
+        # Compared with the previous reading, not the first: a slew accumulates slowly.
+        step, self._offset_ns = offset - self._offset_ns, offset
+        if abs(step) < self.min_step_ns:
+            return 0
+        self.steps += 1
+        log.warning("the wall clock stepped by %+.3f s (NTP?); capture time counts samples and "
+                    "is unaffected; the frame is flagged", step / 1e9)
+        return step

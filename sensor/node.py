@@ -7,6 +7,7 @@ in the outbox; the publisher thread drains the outbox to the broker.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sensor.capture import AudioBlock, CaptureCounters
-from sensor.clock import clock_state
+from sensor.clock import ClockStepDetector, clock_state
 from sensor.config import SensorConfig
 from sensor.frames import FrameBuilder
 from sensor.outbox import Outbox
@@ -33,6 +34,7 @@ class NodeStats:
     samples: int = 0
     lost_samples: int = 0
     clipped_samples: int = 0
+    clock_steps: int = 0
     started_monotonic: float = field(default_factory=time.monotonic)
 
 
@@ -45,12 +47,15 @@ def measure_into_outbox(
     progress_every_s: float = 10.0,
     total_s: float | None = None,
     pad_last: bool = False,
+    clock: ClockStepDetector | None = None,
 ) -> None:
     """Cut the source into frames and store each one durably; log progress now and then.
 
     ``pad_last`` measures a trailing partial second padded with silence (file replay, so
-    that replay and offline analysis give the same frames).
+    that replay and offline analysis give the same frames). A step of the wall clock
+    (``clock``) is flagged on the next frame (``clock_step_ns``) and counted.
     """
+    clock = clock or ClockStepDetector()
     last_report = time.monotonic()
     for block in source:
         if block.lost_samples:
@@ -60,6 +65,10 @@ def measure_into_outbox(
         if block.samples is not None:
             stats.samples += block.samples.size
             for frame in builder.push(block.samples):
+                step_ns = clock.step_ns()
+                if step_ns:
+                    frame = dataclasses.replace(frame, clock_step_ns=step_ns)
+                    stats.clock_steps += 1
                 outbox.put(frame.seq, encode_frame(frame))
                 stats.frames += 1
                 stats.clipped_samples += frame.clipped_samples
@@ -109,6 +118,7 @@ def run_node(
             "queue_depth": source.queue_depth() if hasattr(source, "queue_depth") else 0,
             "clock_synchronised": clock.synchronised,
             "clock_max_error_us": clock.max_error_us,
+            "clock_steps": stats.clock_steps,
             "calibration_date": config.calibration.date,
             "full_scale_db": config.calibration.full_scale_db,
         }

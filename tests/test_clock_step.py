@@ -4,12 +4,18 @@ as the optional ``cstep`` field, and never moves capture time (which counts samp
 from __future__ import annotations
 
 import dataclasses
+import threading
+from pathlib import Path
 
 import msgpack
 import pytest
 
+from sensor.capture import AudioBlock
+from sensor.clock import ClockStepDetector
 from sensor.errors import WireError
-from sensor.frames import frames_from_samples
+from sensor.frames import FrameBuilder, frames_from_samples
+from sensor.node import NodeStats, measure_into_outbox
+from sensor.outbox import Outbox
 from sensor.wire import decode_frame, encode_frame
 from tests.conftest import sine
 
@@ -45,3 +51,57 @@ def test_a_step_survives_the_wire_in_either_direction(step_ns: int) -> None:
 def test_a_bad_cstep_is_refused_by_name(value: object, message: str) -> None:
     with pytest.raises(WireError, match=message):
         decode_frame(_with_cstep(value))
+
+
+class SteppingClock:
+    """A wall clock that runs with a monotonic one (1 s per reading) and jumps by ``step_ns``
+    at its ``step_at``-th reading, as NTP stepping the system clock would."""
+
+    def __init__(self, step_ns: int, step_at: int, slew_ns_per_s: int = 0) -> None:
+        self.readings = 0
+        self.step_ns, self.step_at, self.slew = step_ns, step_at, slew_ns_per_s
+
+    def monotonic_ns(self) -> int:
+        return self.readings * 10**9
+
+    def wall_ns(self) -> int:
+        self.readings += 1
+        stepped = self.step_ns if self.readings > self.step_at else 0
+        return 1_780_000_000 * 10**9 + self.monotonic_ns() + stepped + self.readings * self.slew
+
+
+def test_a_step_of_minutes_is_reported_once_with_its_size_and_sign() -> None:
+    clock = SteppingClock(step_ns=-MINUTES_3_NS, step_at=5)
+    detector = ClockStepDetector(clock.wall_ns, clock.monotonic_ns)
+    assert [detector.step_ns() for _ in range(10)] == [0] * 4 + [-MINUTES_3_NS] + [0] * 5
+    assert detector.steps == 1
+
+
+def test_a_slew_at_ntps_fastest_rate_is_never_a_step() -> None:
+    # 500 ppm, the most a kernel slews: 0.5 ms per second, 1.8 s over an hour.
+    clock = SteppingClock(step_ns=0, step_at=0, slew_ns_per_s=500_000)
+    detector = ClockStepDetector(clock.wall_ns, clock.monotonic_ns)
+    assert not any(detector.step_ns() for _ in range(3600))
+
+
+def test_a_replay_faster_than_real_time_is_no_step() -> None:
+    detector = ClockStepDetector()  # the real clocks; frames come far faster than 1 per s
+    assert not any(detector.step_ns() for _ in range(1000))
+
+
+def test_frames_measured_across_a_step_stay_in_sample_order_and_the_step_is_flagged(
+    tmp_path: Path,
+) -> None:
+    start_ns = 1_780_351_200_000_000_000
+    builder = FrameBuilder("step-1", 16000, 100.0, start_ns=start_ns)
+    outbox, stats = Outbox(tmp_path / "outbox.sqlite"), NodeStats()
+    # Reading 1 is the detector's own, readings 2-4 frames 0-2: frame 3 is the first after it.
+    clock = SteppingClock(step_ns=MINUTES_3_NS, step_at=4)
+    blocks = [AudioBlock(samples=sine(440.0, 0.05, 1.0, 16000)) for _ in range(8)]
+    measure_into_outbox(blocks, builder, outbox, stats, threading.Event(),
+                        clock=ClockStepDetector(clock.wall_ns, clock.monotonic_ns))
+    frames = [decode_frame(payload) for _, payload in outbox.peek(100)]
+    assert [f.seq for f in frames] == list(range(8))
+    assert [f.capture_ns for f in frames] == [start_ns + i * 10**9 for i in range(8)]
+    assert [f.clock_step_ns for f in frames] == [0, 0, 0, MINUTES_3_NS, 0, 0, 0, 0]
+    assert stats.clock_steps == 1
