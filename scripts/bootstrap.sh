@@ -15,10 +15,11 @@ case "$extra" in
   analyzer) packages=(mosquitto influxdb libportaudio2 libsndfile1 python3-venv
                       libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core) ;;
   # poppler-utils (pdftotext, pdfimages) and chromium: tests read the report's PDF and
-  # render its HTML headless (tests/test_report.py).
+  # render its HTML headless (tests/test_report.py); chromium-driver: Selenium drives it
+  # through the review application (tests/test_review_browser.py).
   dev)      packages=(mosquitto influxdb libportaudio2 libsndfile1 python3-venv
                       libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core poppler-utils
-                      chromium) ;;
+                      chromium chromium-driver) ;;
   *) echo "usage: $0 [dev|analyzer|sensor]" >&2; exit 2 ;;
 esac
 

@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 PARTS = ("acoustics", "cases", "cli", "deploy", "detect", "ingest", "offline", "ordinance",
-         "reports", "store")
+         "reports", "review", "store")
 
 
 def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
