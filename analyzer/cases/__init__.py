@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+from analyzer.cases.accounts import (
+    OfficerAccount,
+    accounts,
+    add_account,
+    check_username,
+    disable_account,
+    find_account,
+)
 from analyzer.cases.checklist import ChecklistItem, seizure_checklist
 from analyzer.cases.links import VERIFIED, LinkCheck, candidate_windows, verify_link
 from analyzer.cases.localtime import CITY_ZONE, TimeInputError, format_time, parse_local_time
@@ -47,11 +55,17 @@ __all__ = [
     "EvidenceLink",
     "LinkCheck",
     "Observation",
+    "OfficerAccount",
     "OfficerAttestation",
     "OfficerException",
     "Placement",
     "TimeInputError",
+    "accounts",
+    "add_account",
     "candidate_windows",
+    "check_username",
+    "disable_account",
+    "find_account",
     "format_time",
     "migrate",
     "parse_local_time",

@@ -124,6 +124,20 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX complaints_by_address ON complaints (address_id, received_ns);
     """,
+    # 4: officers who sign in to the review application (barkwatch review add-user): the
+    # password as an argon2 hash only; ``officer`` is the name their records and audit entries
+    # carry. Accounts are disabled, never deleted, so the audit log's names stay traceable.
+    """
+    CREATE TABLE officer_accounts (
+        id INTEGER PRIMARY KEY,
+        username TEXT NOT NULL UNIQUE
+            CHECK (length(username) BETWEEN 1 AND 64 AND username NOT GLOB '*[^a-z0-9._-]*'),
+        officer TEXT NOT NULL CHECK (length(trim(officer)) > 0),
+        password_hash TEXT NOT NULL CHECK (password_hash GLOB '$argon2*'),
+        created_ns INTEGER NOT NULL,
+        disabled_ns INTEGER
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

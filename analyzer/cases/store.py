@@ -131,11 +131,25 @@ class CaseStore:
             except sqlite3.IntegrityError as exc:
                 raise CaseError(f"{table}: {exc}") from exc
             row_id = int(cursor.lastrowid or 0)
-            db.execute("INSERT INTO audit_log (at_ns, actor, action, entity, entity_id, detail)"
-                       " VALUES (?, ?, ?, ?, ?, ?)",
-                       (self.file.clock(), actor, action, table, row_id,
-                        json.dumps(values, sort_keys=True)))
+            self._audit(actor, action, table, row_id, values)
         return row_id
+
+    def _audit(self, actor: str, action: str, entity: str, entity_id: int,
+               detail: dict[str, Any]) -> None:
+        """Append one audit entry (inside the caller's transaction)."""
+        self.db.execute("INSERT INTO audit_log (at_ns, actor, action, entity, entity_id, "
+                        "detail) VALUES (?, ?, ?, ?, ?, ?)",
+                        (self.file.clock(), actor, action, entity, entity_id,
+                         json.dumps(detail, sort_keys=True)))
+
+    def record_access(self, actor: str, action: str, entity: str, entity_ids: list[int],
+                      detail: dict[str, Any]) -> None:
+        """Audit what writes no record: an officer viewing complainants' identities, a
+        sign-in. One entry per entity id, all in one transaction."""
+        actor = _text(actor, "officer")
+        with self._transaction():
+            for entity_id in entity_ids:
+                self._audit(actor, action, entity, entity_id, detail)
 
     def _rows(self, cls: Callable[..., T], sql: str, *params: Any) -> list[T]:
         return [cls(*row) for row in self.db.execute(sql, params).fetchall()]

@@ -1,0 +1,88 @@
+"""Officers' accounts for the review application, kept in the case file (schema migration 4).
+
+Only a password hash is stored (the caller hashes: analyzer.review uses argon2); creating or
+disabling an account is one transaction with its audit entry, whose detail never holds the
+hash. Accounts are disabled, never deleted, so every name in the audit log stays traceable.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+
+from analyzer.cases.store import CaseError, CaseStore, _text
+
+USERNAME_PATTERN = re.compile(r"[a-z0-9._-]{1,64}")
+
+
+@dataclass(frozen=True)
+class OfficerAccount:
+    """One officer who may sign in; ``officer`` is the name written on records and audit."""
+
+    id: int
+    username: str
+    officer: str
+    password_hash: str
+    created_ns: int
+    disabled_ns: int | None
+
+    @property
+    def active(self) -> bool:
+        """True unless the account was disabled."""
+        return self.disabled_ns is None
+
+
+_SELECT = ("SELECT id, username, officer, password_hash, created_ns, disabled_ns "
+           "FROM officer_accounts")
+
+
+def check_username(username: str) -> str:
+    """``username`` if it is 1-64 of a-z, 0-9, '.', '_', '-'; else CaseError naming it."""
+    if not USERNAME_PATTERN.fullmatch(username):
+        raise CaseError(f"user name {username!r}: use 1-64 characters of a-z, 0-9, '.', '_', "
+                        "'-'")
+    return username
+
+
+def add_account(store: CaseStore, username: str, officer: str, password_hash: str,
+                actor: str) -> int:
+    """Create an account; ``actor`` (who ran the command) goes to the audit log."""
+    check_username(username)
+    officer = _text(officer, "officer name")
+    if not password_hash.startswith("$argon2"):
+        raise CaseError("an account stores an argon2 password hash, never a password")
+    with store._transaction() as db:
+        try:
+            cursor = db.execute("INSERT INTO officer_accounts (username, officer, password_hash,"
+                                " created_ns) VALUES (?, ?, ?, ?)",
+                                (username, officer, password_hash, store.file.clock()))
+        except sqlite3.IntegrityError as exc:
+            raise CaseError(f"user name {username!r} is taken") from exc
+        row_id = int(cursor.lastrowid or 0)
+        store._audit(_text(actor, "actor"), "add officer account", "officer_accounts", row_id,
+                     {"username": username, "officer": officer})
+    return row_id
+
+
+def disable_account(store: CaseStore, username: str, actor: str) -> None:
+    """Disable an account (it can no longer sign in; its history stays)."""
+    account = find_account(store, username)
+    if account is None:
+        raise CaseError(f"no account {username!r}")
+    with store._transaction() as db:
+        db.execute("UPDATE officer_accounts SET disabled_ns = ? WHERE id = ?",
+                   (store.file.clock(), account.id))
+        store._audit(_text(actor, "actor"), "disable officer account", "officer_accounts",
+                     account.id, {"username": username})
+
+
+def find_account(store: CaseStore, username: str) -> OfficerAccount | None:
+    """The account named ``username`` (enabled or not), or None."""
+    row = store.db.execute(_SELECT + " WHERE username = ?", (username,)).fetchone()
+    return OfficerAccount(*row) if row else None
+
+
+def accounts(store: CaseStore) -> list[OfficerAccount]:
+    """Every account, in order of creation."""
+    return [OfficerAccount(*row) for row in store.db.execute(_SELECT + " ORDER BY id")]

@@ -1,0 +1,96 @@
+"""Officers' accounts in the case file and the audit of what they read (no server, no browser)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analyzer.cases import CaseError, CaseFile, add_account, disable_account, find_account
+from analyzer.review.passwords import hash_password, verify_password
+from analyzer.review.ratelimit import LoginLimiter
+
+NS = 1_000_000_000
+
+
+def test_an_account_stores_an_argon2_hash_and_its_audit_entry_never_holds_it(
+        tmp_path: Path) -> None:
+    digest = hash_password("correct horse battery")
+    with CaseFile(tmp_path / "cases.sqlite") as store:
+        number = add_account(store, "lund", "Ofc. Lund", digest, "admin")
+        account = find_account(store, "lund")
+        entries = store.audit()
+    assert account is not None and account.id == number and account.active
+    assert account.password_hash.startswith("$argon2id$")
+    assert "correct horse" not in account.password_hash
+    assert verify_password(account.password_hash, "correct horse battery")
+    assert not verify_password(account.password_hash, "correct horse batterY")
+    assert [(e.actor, e.action, e.entity) for e in entries] == [
+        ("admin", "add officer account", "officer_accounts")]
+    assert "argon2" not in entries[0].detail and "Ofc. Lund" in entries[0].detail
+
+
+def test_a_taken_or_malformed_user_name_is_refused_by_name(tmp_path: Path) -> None:
+    with CaseFile(tmp_path / "cases.sqlite") as store:
+        add_account(store, "lund", "Ofc. Lund", hash_password("pw-one-two"), "admin")
+        with pytest.raises(CaseError, match="'lund' is taken"):
+            add_account(store, "lund", "Ofc. Other", hash_password("pw-one-two"), "admin")
+        with pytest.raises(CaseError, match="user name 'Lund Smith'"):
+            add_account(store, "Lund Smith", "Ofc. Lund", hash_password("pw-one-two"), "admin")
+        with pytest.raises(CaseError, match="never a password"):
+            add_account(store, "kay", "Ofc. Kay", "plain text", "admin")
+
+
+def test_a_disabled_account_stays_with_its_history(tmp_path: Path) -> None:
+    with CaseFile(tmp_path / "cases.sqlite") as store:
+        add_account(store, "lund", "Ofc. Lund", hash_password("pw-one-two"), "admin")
+        disable_account(store, "lund", "admin")
+        account = find_account(store, "lund")
+        actions = [e.action for e in store.audit()]
+    assert account is not None and not account.active
+    assert actions == ["add officer account", "disable officer account"]
+
+
+def test_record_access_writes_one_entry_per_complaint_in_one_go(tmp_path: Path) -> None:
+    with CaseFile(tmp_path / "cases.sqlite") as store:
+        address = store.add_address("12 Elm St", "Ofc. Lund")
+        first = store.open_complaint(address, "Ann", "555", 10 * NS, 0, 20 * NS, True, "Ofc. Lund")
+        second = store.open_complaint(address, "Bo", "556", 30 * NS, 0, 40 * NS, True,
+                                      "Ofc. Lund")
+        store.record_access("Ofc. Kay", "view complainant identity", "complaints",
+                            [first, second], {"page": "/cases/2"})
+        views = [e for e in store.audit() if e.action == "view complainant identity"]
+        about_first = [e.action for e in store.audit(first)]
+    assert [(e.actor, e.entity_id) for e in views] == [("Ofc. Kay", first), ("Ofc. Kay", second)]
+    assert about_first == ["open complaint", "view complainant identity"]
+
+
+def test_the_limiter_refuses_an_account_after_its_failures_until_the_window_passes() -> None:
+    limiter = LoginLimiter(max_failures_per_account=3, max_failures_per_address=100,
+                           window_s=900.0)
+    for i in range(3):
+        assert limiter.refusal("lund", "127.0.0.1", now_s=float(i)) is None
+        limiter.failed("lund", "127.0.0.1", now_s=float(i))
+    refusal = limiter.refusal("lund", "127.0.0.2", now_s=10.0)
+    assert refusal is not None and "account" in refusal and "15 min" in refusal
+    assert limiter.refusal("kay", "127.0.0.1", now_s=10.0) is None  # another account
+    assert limiter.refusal("lund", "127.0.0.2", now_s=900.0 + 2.5) is None  # all aged out
+
+
+def test_the_limiter_refuses_an_address_that_tries_many_accounts() -> None:
+    limiter = LoginLimiter(max_failures_per_account=5, max_failures_per_address=4,
+                           window_s=60.0)
+    for i in range(4):
+        limiter.failed(f"guess{i}", "10.0.0.9", now_s=1.0)
+    refusal = limiter.refusal("lund", "10.0.0.9", now_s=2.0)
+    assert refusal is not None and "address" in refusal
+    assert limiter.refusal("lund", "10.0.0.8", now_s=2.0) is None
+
+
+def test_a_successful_sign_in_clears_the_accounts_failures() -> None:
+    limiter = LoginLimiter(max_failures_per_account=2, max_failures_per_address=100,
+                           window_s=60.0)
+    limiter.failed("lund", "127.0.0.1", now_s=1.0)
+    limiter.succeeded("lund")
+    limiter.failed("lund", "127.0.0.1", now_s=2.0)
+    assert limiter.refusal("lund", "127.0.0.1", now_s=3.0) is None
