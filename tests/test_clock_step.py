@@ -10,14 +10,18 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from analyzer.config import AnalyzerConfig
+from analyzer.deploy.services import Services
+from analyzer.store.influx import InfluxClient, InfluxSettings
 from sensor.capture import AudioBlock
 from sensor.clock import ClockStepDetector
+from sensor.config import MqttSettings
 from sensor.errors import WireError
 from sensor.frames import FrameBuilder, frames_from_samples
 from sensor.node import NodeStats, measure_into_outbox
 from sensor.outbox import Outbox
-from sensor.wire import decode_frame, encode_frame
-from tests.conftest import sine
+from sensor.wire import decode_frame, encode_frame, frame_topic
+from tests.conftest import publish_through_analyzer, sine
 
 FRAME = next(frames_from_samples(sine(1000.0, 0.1, 1.0, 48000), 48000, 120.0,
                                  device_id="dev-1", start_ns=1_700_000_000_000_000_000))
@@ -105,3 +109,22 @@ def test_frames_measured_across_a_step_stay_in_sample_order_and_the_step_is_flag
     assert [f.capture_ns for f in frames] == [start_ns + i * 10**9 for i in range(8)]
     assert [f.clock_step_ns for f in frames] == [0, 0, 0, MINUTES_3_NS, 0, 0, 0, 0]
     assert stats.clock_steps == 1
+
+
+def test_the_analyzer_stores_the_step_with_its_frame_and_counts_it(services: Services) -> None:
+    start_ns = 1_780_351_200_000_000_000
+    frames = list(frames_from_samples(sine(1000.0, 0.1, 4.0, 16000), 16000, 100.0,
+                                      device_id="step-2", start_ns=start_ns))
+    frames[2] = dataclasses.replace(frames[2], clock_step_ns=-MINUTES_3_NS)
+    config = AnalyzerConfig(
+        max_frame_age_s=315_360_000.0,  # the frames are stamped in June 2026
+        mqtt=MqttSettings(port=services.broker.port),
+        influx=InfluxSettings(url=services.influx.url),
+    )
+    analyzer = publish_through_analyzer(config, frame_topic("step-2"),
+                                        [encode_frame(f) for f in frames], stored=4)
+    assert analyzer.counters.clock_steps == 1
+    rows = InfluxClient(InfluxSettings(url=services.influx.url)).query(
+        "SELECT seq, clock_step_ns FROM level WHERE device = 'step-2'")[0]["values"]
+    assert [(row[0], row[1], row[2]) for row in rows] == [
+        (start_ns + i * 10**9, i, -MINUTES_3_NS if i == 2 else None) for i in range(4)]

@@ -360,6 +360,11 @@ class Analyzer:
             self._unstored[key].append(ack)
             self._ack_placed = True
             return
+        if frame.clock_step_ns:
+            self.counters.clock_steps += 1
+            log.warning("%s: its wall clock stepped by %+.3f s before frame %d (capture time "
+                        "counts samples: evidence keeps its order)", device,
+                        frame.clock_step_ns / 1e9, frame.seq)
         time_issue = time_problem(
             frame.capture_ns,
             time.time_ns(),

@@ -26,6 +26,7 @@ class AnalyzerCounters:
     oversize: int = 0
     device_mismatch: int = 0
     implausible_time: int = 0
+    clock_steps: int = 0  # frames flagged with a step of their sensor's wall clock
     bad_topic: int = 0
     other_partition: int = 0  # messages of devices another analyzer's partition owns: acked
     late_frames: int = 0

@@ -117,6 +117,8 @@ def level_point(frame: Frame, max_dog_score: float | None) -> Point:
     )
     if max_dog_score is not None:
         point.field("max_dog_score", _finite("max_dog_score", max_dog_score))
+    if frame.clock_step_ns:  # the sensor's wall clock stepped (NTP) just before this frame
+        point.field("clock_step_ns", int(frame.clock_step_ns))
     for offset, level in enumerate(frame.bands_db):
         name = band_field(frame.band_first_index + offset)
         point.field(name, round(_finite(name, float(level)), 2))
@@ -178,6 +180,7 @@ HEALTH_FIELDS: Mapping[str, type] = {
     "connects": int,
     "clock_synchronised": bool,
     "clock_max_error_us": int,
+    "clock_steps": int,
     "full_scale_db": float,
     "calibration_date": str,
     "software_version": str,
