@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from analyzer.reports.gather import ReportData, WindowEvidence, gather
-from analyzer.reports.html import render_html
+from analyzer.reports.html import element_rows, render_html
 from analyzer.reports.plots import PLOT_TITLES
 from analyzer.reports.writer import ReportError, write_report
 
-__all__ = ["PLOT_TITLES", "ReportData", "ReportError", "WindowEvidence", "gather",
-           "render_html", "write_report"]
+__all__ = ["PLOT_TITLES", "ReportData", "ReportError", "WindowEvidence", "element_rows",
+           "gather", "render_html", "write_report"]

@@ -111,7 +111,9 @@ def _verification(evidence: WindowEvidence) -> str:
             f"</span>: {_e(details)}")
 
 
-def _element_rows(evidence: WindowEvidence) -> list[tuple[str, str]]:
+def element_rows(evidence: WindowEvidence) -> list[tuple[str, str]]:
+    """Each element of the violation and its evidence, as (label, escaped HTML) rows (the
+    report's section 3 and the review application's finding page)."""
     f = evidence.fields
     link = evidence.check.link
     parameters = f.get("parameters", {})
@@ -182,7 +184,7 @@ def _elements(data: ReportData) -> str:
         if not evidence.fields:
             parts.append(f"<p>{_verification(evidence)}</p>")
             continue
-        parts.append(_table(["Element", "Evidence"], _element_rows(evidence)))
+        parts.append(_table(["Element", "Evidence"], element_rows(evidence)))
         for title, uri in window_plots(evidence):
             parts.append(f"<figure><img alt='{_e(title)}' src='{uri}'>"
                          f"<figcaption>{_e(title)}</figcaption></figure>")
