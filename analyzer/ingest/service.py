@@ -32,16 +32,18 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
-from influxdb_client import Point
+from influxdb_client import Point, WritePrecision
 
 from analyzer.acoustics import load_site
 from analyzer.config import AnalyzerConfig
 from analyzer.detect import N_MELS
 from analyzer.errors import AnalyzerError, InfluxUnavailable
 from analyzer.ingest.device import DeviceAnalysis, DeviceOutput
+from analyzer.ingest.frame_check import DEVICE_MISMATCH, Rejection, check_frame
+from analyzer.ingest.inbox import Inbox, InboxLimits
 from analyzer.ingest.messages import parse_heartbeat, parse_status
 from analyzer.ingest.ordering import ReorderBuffer
-from analyzer.ingest.plausibility import frame_problem, shape_problem, time_problem
+from analyzer.ingest.plausibility import time_problem
 from analyzer.ingest.state import Ack, AnalyzerCounters, DeviceState, Key, StoredFrames, iso_time
 from analyzer.ordinance import EvidenceChain
 from analyzer.store import (
@@ -53,10 +55,10 @@ from analyzer.store import (
     status_point,
     write_with_retry,
 )
-from sensor.errors import ConfigError, WireError
+from sensor.errors import ConfigError, WireError, WireReason
 from sensor.features import HOP_S
 from sensor.publisher import connect_async, make_client
-from sensor.wire import TOPIC_ROOT, Frame, decode_frame, device_from_topic
+from sensor.wire import TOPIC_ROOT, Frame, device_from_topic
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,7 @@ WORKER_ERROR_BACKOFF_S = 1.0
 # against these constants, not the device's first frame, so one bad frame cannot decide how
 # the device's later frames are treated.
 FRAME_SHAPE = (N_MELS, HOP_S)
+INBOX_LIMITS = InboxLimits()  # the queue from the MQTT thread to the worker (ingest/inbox.py)
 
 
 class Analyzer:
@@ -97,7 +100,8 @@ class Analyzer:
         self.connected = threading.Event()
         self._clock = clock
         self._failure: str | None = None
-        self._inbox: queue.Queue[tuple[int, mqtt.MQTTMessage]] = queue.Queue()
+        self._inbox: Inbox[tuple[int, mqtt.MQTTMessage]] = Inbox(INBOX_LIMITS)
+        self.rejections: dict[str, int] = {}  # frames refused, by reason (frame_check.py)
         self._generation = 0
         self._devices: dict[str, DeviceState] = {}
         self._chain = EvidenceChain()
@@ -190,8 +194,15 @@ class Analyzer:
             self.counters.broker_disconnects += 1  # a lone int update: safe across threads
 
     def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
-        # Bounded by the broker's in-flight window: nothing is acknowledged before it is stored.
-        self._inbox.put((self._generation, message))
+        # Bounded, and fair by device (analyzer.ingest.inbox): QoS 0 beyond a device's share is
+        # dropped and counted; QoS 1, already acknowledged to its sensor by the broker, is never
+        # dropped: this waits for room instead and the socket is not read meanwhile.
+        try:
+            device = message.topic.rpartition("/")[2]
+        except UnicodeDecodeError:  # refused by _dispatch as a bad topic
+            device = ""
+        self._inbox.put((self._generation, message), device,
+                        len(message.payload) + len(device), message.qos, self.stop_event)
 
     # --- worker ------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -309,33 +320,19 @@ class Analyzer:
 
     def _decode_frame(self, device: str, payload: bytes) -> Frame | None:
         """The frame if it is one this device could have sent; None (counted, logged) if not."""
-        if len(payload) > self.config.max_payload_bytes:
+        outcome = check_frame(device, payload, self.config.max_payload_bytes, FRAME_SHAPE)
+        if not isinstance(outcome, Rejection):
+            return outcome
+        self.rejections[outcome.reason] = self.rejections.get(outcome.reason, 0) + 1
+        if outcome.reason == WireReason.TOO_LARGE:
             self.counters.oversize += 1
-            log.warning(
-                "dropped frame from %s: %d bytes exceeds the limit of %d bytes",
-                device,
-                len(payload),
-                self.config.max_payload_bytes,
-            )
-            return None
-        try:
-            frame = decode_frame(payload, max_bytes=self.config.max_payload_bytes)
-        except WireError as exc:
-            self.counters.malformed += 1
-            log.warning("dropped malformed frame on topic of %s: %s", device, exc)
-            return None
-        if frame.device_id != device:
+        elif outcome.reason == DEVICE_MISMATCH:
             self.counters.device_mismatch += 1
-            log.warning(
-                "dropped frame: device id %r disagrees with its topic's %r", frame.device_id, device
-            )
-            return None
-        problem = frame_problem(frame) or shape_problem(frame, FRAME_SHAPE)
-        if problem:
+        else:
             self.counters.malformed += 1
-            log.warning("dropped implausible frame %d from %s: %s", frame.seq, device, problem)
-            return None
-        return frame
+        log.warning("dropped frame on the topic of %s (%s): %s", device, outcome.reason,
+                    outcome.message)
+        return None
 
     def _handle_frame(self, device: str, payload: bytes, ack: Ack) -> None:
         frame = self._decode_frame(device, payload)
@@ -575,8 +572,25 @@ class Analyzer:
         self._next_stats = now + self.config.stats_interval_s
         link = self.client.link.status()
         self.counters.connect_failures = link.failures
-        point = stats_point(self.config.client_id, asdict(self.counters), time.time_ns())
+        self.counters.messages_dropped_flood = self._inbox.dropped
+        now_ns = time.time_ns()
+        rejected = {f"rejected_{reason}": n for reason, n in sorted(self.rejections.items())}
+        point = stats_point(self.config.client_id, asdict(self.counters) | rejected, now_ns)
+        self._add_drop_points(now_ns)
         # Strings beside the counters: where the broker connection stands and why.
         self._add_point(point.field("broker_state", str(link.state))
                         .field("broker_error", link.error))
         log.info("analyzer: %s; %s", link, self.summary() or "idle")
+
+    def _add_drop_points(self, now_ns: int) -> None:
+        """One ``analyzer_drops`` point per device whose QoS 0 messages the inbox dropped:
+        totals since start by reason (``device_quota``, ``inbox_full``)."""
+        by_device: dict[str, dict[str, int]] = {}
+        for (device, reason), count in self._inbox.drops().items():
+            by_device.setdefault(device, {})[reason] = count
+        for device, counts in sorted(by_device.items()):
+            point = (Point("analyzer_drops").tag("analyzer", self.config.client_id)
+                     .tag("device", device or "_none").time(now_ns, WritePrecision.NS))
+            for reason, count in sorted(counts.items()):
+                point.field(reason, count)
+            self._add_point(point)

@@ -45,6 +45,7 @@ class AnalyzerCounters:
     influx_rejected_batches: int = 0
     points_refused: int = 0
     devices_forgotten: int = 0
+    messages_dropped_flood: int = 0  # QoS 0 messages the full inbox dropped (inbox.py)
     broker_disconnects: int = 0  # established connections lost (not failed attempts)
     connect_failures: int = 0  # connection attempts that failed (refused, TLS, login)
 
