@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from analyzer.cases.accounts import (
+    USERNAME_PATTERN,
     OfficerAccount,
     accounts,
     add_account,
@@ -40,6 +41,7 @@ __all__ = [
     "EXCEPTION_KINDS",
     "ROLES",
     "SCHEMA_VERSION",
+    "USERNAME_PATTERN",
     "VERIFIED",
     "Address",
     "AuditEntry",

@@ -114,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     from analyzer.cli.findings import add_findings_parser
     from analyzer.cli.provision import add_parsers
     from analyzer.cli.report import add_report_parser
+    from analyzer.cli.review import add_review_parser
     from analyzer.cli.site import add_site_parser
 
     add_parsers(sub)
@@ -121,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_findings_parser(sub)
     add_case_parser(sub)
     add_report_parser(sub)
+    add_review_parser(sub)
     evaluate = sub.add_parser(
         "evaluate",
         help="score detection against annotated recordings (precision, recall, F1, PR curve)",
@@ -212,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
             from analyzer.cli.report import run_report
 
             return run_report(args)
+        if args.command == "review":
+            from analyzer.cli.review import run_review
+
+            return run_review(args)
         if args.command == "findings":
             from analyzer.cli.findings import run_findings
 

@@ -1,0 +1,210 @@
+"""The review application's wiring: routes, the signed-in guard, CSRF on every POST, security
+headers and error pages. Pages are in :mod:`pages`, the forms that record in :mod:`recording`.
+
+Handlers do blocking I/O (SQLite, InfluxDB over HTTP), so they run in Starlette's thread
+pool; each request opens the case file for itself (SQLite connections stay in one thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.sessions import SessionMiddleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from analyzer.cases import CaseError, CaseFile, format_time
+from analyzer.errors import AnalyzerError, InfluxUnavailable
+from analyzer.review import pages, recording, signin
+from analyzer.review.sessions import CSRF_FIELD, OfficerSession, SessionRegistry, csrf_matches
+from analyzer.review.settings import ReviewSettings, session_key
+from analyzer.store import InfluxClient
+
+log = logging.getLogger(__name__)
+HERE = Path(__file__).resolve().parent
+COOKIE = "barkwatch_review"
+# Pages load their CSS and script from this server only; the report (inline CSS, data: PNGs)
+# sets its own policy.
+CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+       "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+
+
+class Review:
+    """What every handler shares: settings, the clock, InfluxDB, sessions, sign-in limits."""
+
+    def __init__(self, settings: ReviewSettings, clock: Callable[[], int] = time.time_ns,
+                 ) -> None:
+        from analyzer.review.ratelimit import LoginLimiter
+
+        self.settings = settings
+        self.clock = clock
+        self.client = InfluxClient(settings.influx)
+        self.sessions = SessionRegistry(settings.session_idle_s, settings.session_max_s, clock)
+        self.limiter = LoginLimiter(settings.max_failures_per_account,
+                                    settings.max_failures_per_address,
+                                    settings.failure_window_s)
+        self.templates = Jinja2Templates(directory=HERE / "templates")
+        self.templates.env.globals["format_time"] = format_time
+
+    def case_file(self) -> CaseFile:
+        """The case file, opened for one request."""
+        return CaseFile(self.settings.cases_db, self.clock)
+
+    def render(self, request: Request, name: str, context: dict[str, Any],
+               status_code: int = 200) -> Response:
+        """A page: the template with the officer, the form token and any one-off message."""
+        from analyzer.review.sessions import csrf_token
+
+        signed_in = getattr(request.state, "officer", None)
+        values = {"officer": signed_in, "csrf_field": CSRF_FIELD,
+                  "csrf": csrf_token(request.session),
+                  "flash": request.session.pop("flash", None), **context}
+        return self.templates.TemplateResponse(request, name, values, status_code=status_code,
+                                               headers={"Cache-Control": "no-store"})
+
+    def error(self, request: Request, status_code: int, message: str) -> Response:
+        """An error page that says what was wrong."""
+        return self.render(request, "error.html", {"status": status_code, "message": message},
+                           status_code)
+
+
+def client_address(request: Request) -> str:
+    """The client's address (uvicorn takes it from X-Forwarded-For only for a trusted proxy)."""
+    return request.client.host if request.client else "unknown"
+
+
+PageHandler = Callable[[Review, Request, OfficerSession], Response]
+FormHandler = Callable[[Review, Request, OfficerSession | None, FormData], Response]
+
+
+def _review(request: Request) -> Review:
+    review: Review = request.app.state.review
+    return review
+
+
+def _signed_in(request: Request) -> OfficerSession | None:
+    session = _review(request).sessions.find(request.session.get("sid"))
+    if session is None:
+        request.session.pop("sid", None)
+    request.state.officer = session
+    return session
+
+
+def page(handler: PageHandler) -> Callable[[Request], Any]:
+    """A GET route for signed-in officers; anyone else is sent to sign in."""
+    async def endpoint(request: Request) -> Response:
+        session = _signed_in(request)
+        if session is None:
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return RedirectResponse(f"/signin?next={quote(target)}", status_code=303)
+        return await run_in_threadpool(handler, _review(request), request, session)
+    return endpoint
+
+
+def form(handler: FormHandler, signed_in: bool = True) -> Callable[[Request], Any]:
+    """A POST route: refused unless the form carries the session's CSRF token (and, when
+    ``signed_in``, the officer is signed in)."""
+    async def endpoint(request: Request) -> Response:
+        review = _review(request)
+        data = await request.form()
+        session = _signed_in(request)
+        if not csrf_matches(request.session, data.get(CSRF_FIELD)):
+            log.warning("POST %s from %s refused: missing or wrong CSRF token",
+                        request.url.path, client_address(request))
+            if session is not None:
+                await run_in_threadpool(signin.audit_refused_form, review, request, session)
+            return review.error(request, 403, "The form was refused: its security token is "
+                                "missing or out of date (CSRF protection). Reload the page and "
+                                "send it again.")
+        if signed_in and session is None:
+            return RedirectResponse("/signin", status_code=303)
+        return await run_in_threadpool(handler, review, request, session, data)
+    return endpoint
+
+
+class SecurityHeaders:
+    """Adds the content security policy and related headers to every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                names = {name.lower() for name, _ in headers}
+                extra = [(b"content-security-policy", CSP.encode()),
+                         (b"x-content-type-options", b"nosniff"),
+                         (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY")]
+                headers += [(n, v) for n, v in extra if n not in names]
+                message["headers"] = headers
+            await send(message)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        await self.app(scope, receive, send_with_headers)
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 404
+    return _review(request).error(request, status, "There is no such page." if status == 404
+                                  else str(getattr(exc, "detail", exc)))
+
+
+async def _case_error(request: Request, exc: Exception) -> Response:
+    return _review(request).error(request, 404, f"Not in the case file: {exc}")
+
+
+async def _influx_down(request: Request, exc: Exception) -> Response:
+    log.error("InfluxDB unavailable: %s", exc)
+    return _review(request).error(request, 503, f"The evidence database cannot be reached "
+                                  f"now: {exc}")
+
+
+async def _analyzer_error(request: Request, exc: Exception) -> Response:
+    return _review(request).error(request, 400, str(exc))
+
+
+def create_app(settings: ReviewSettings, clock: Callable[[], int] = time.time_ns) -> Starlette:
+    """The ASGI application (``uvicorn`` serves it: :func:`analyzer.review.server.serve`)."""
+    routes = [
+        Route("/", lambda request: RedirectResponse("/cases", status_code=303)),
+        Route("/signin", signin.sign_in_page, methods=["GET"]),
+        Route("/signin", form(signin.sign_in, signed_in=False), methods=["POST"]),
+        Route("/signout", form(signin.sign_out), methods=["POST"]),
+        Route("/cases", page(pages.cases_page)),
+        Route("/cases/{complaint:int}", page(pages.case_page)),
+        Route("/cases/{complaint:int}/report.html", page(pages.report_html)),
+        Route("/cases/{complaint:int}/report.pdf", page(pages.report_pdf)),
+        Route("/cases/{complaint:int}/findings/{link:int}", page(pages.finding_page)),
+        Route("/cases/{complaint:int}/findings/{link:int}/data", page(pages.finding_data)),
+        Route("/addresses/{address:int}/devices", page(pages.devices_page)),
+        Route("/cases/{complaint:int}/record/{kind:str}", form(recording.record),
+              methods=["POST"]),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    middleware = [
+        Middleware(SecurityHeaders),
+        Middleware(SessionMiddleware, secret_key=session_key(settings), session_cookie=COOKIE,
+                   max_age=settings.session_max_s, same_site="strict",
+                   https_only=settings.secure_cookies),
+    ]
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={
+        HTTPException: _not_found, CaseError: _case_error, InfluxUnavailable: _influx_down,
+        AnalyzerError: _analyzer_error})
+    app.state.review = Review(settings, clock)
+    return app

@@ -1,0 +1,168 @@
+"""InfluxQL behind the pages: a finding's plots downsampled in InfluxDB (``GROUP BY time``),
+never in Python, and a device's state (online, last frame, calibration, coverage).
+
+Device ids are checked against the wire's pattern before they reach a query; times are
+integer ns. Schema: README, "InfluxDB schema".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from analyzer.errors import AnalyzerError
+from analyzer.store import InfluxClient
+from sensor.wire import DEVICE_ID_PATTERN
+
+NS = 1_000_000_000
+# Bucket widths a plot may use, s: the smallest that keeps a series under the point budget.
+INTERVALS_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
+               43200, 86400)
+MAX_EVENTS_LISTED = 2000  # more events than this in view are drawn as counts per bucket
+
+
+class QueryInputError(AnalyzerError):
+    """A plot or device request that cannot be turned into a query (names what)."""
+
+
+def device_clause(device_id: str) -> str:
+    """``device = '...'`` for a device id that matches the wire's pattern."""
+    if not DEVICE_ID_PATTERN.match(device_id):
+        raise QueryInputError(f"device id {device_id!r} is not valid")
+    return f"device = '{device_id}'"
+
+
+def interval_s(span_ns: int, max_points: int) -> int:
+    """The bucket width for ``span_ns`` at most ``max_points`` buckets (1 s at the finest:
+    a frame is one second)."""
+    if span_ns <= 0 or max_points <= 0:
+        raise QueryInputError("a plot's range must be longer than zero and have points")
+    for width in INTERVALS_S:
+        if span_ns / (width * NS) <= max_points:
+            return width
+    return INTERVALS_S[-1]
+
+
+def _values(series: list[dict[str, Any]]) -> list[list[Any]]:
+    return [list(v) for s in series for v in s["values"]]
+
+
+def _ms(ns: Any) -> int:
+    return int(ns) // 1_000_000
+
+
+def _round(value: Any, digits: int = 2) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+@dataclass(frozen=True)
+class PlotData:
+    """A finding's plot over [start_ns, end_ns): buckets of ``interval_s`` seconds."""
+
+    start_ns: int
+    end_ns: int
+    interval_s: int
+    levels: list[list[Any]]  # [t_ms, mean LAeq, max LAFmax] per bucket with data
+    events: list[dict[str, Any]]  # each event, or [] when counted per bucket
+    event_counts: list[list[int]]  # [t_ms, events] per bucket when too many to list
+    progress: list[list[Any]]  # [t_ms, longest episode_s, longest stretch_s] per bucket
+    level_points: int  # frames stored in range (the data behind the buckets)
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON the finding page's script draws."""
+        return {"start_ms": _ms(self.start_ns), "end_ms": _ms(self.end_ns),
+                "interval_s": self.interval_s, "levels": self.levels, "events": self.events,
+                "event_counts": self.event_counts, "progress": self.progress,
+                "level_points": self.level_points}
+
+
+def plot_data(client: InfluxClient, device_id: str, start_ns: int, end_ns: int,
+              max_points: int) -> PlotData:
+    """Levels, dog events and the rules' progress of a device, downsampled by InfluxDB."""
+    where = f"{device_clause(device_id)} AND time >= {start_ns} AND time < {end_ns}"
+    width = interval_s(end_ns - start_ns, max_points)
+    group = f"GROUP BY time({width}s) fill(none)"
+    levels = [[_ms(t), _round(mean), _round(peak)] for t, mean, peak, _ in _values(client.query(
+        f"SELECT mean(laeq_db), max(lafmax_db), count(laeq_db) FROM level WHERE {where} "
+        f"{group}"))]
+    counted = _values(client.query(f"SELECT count(laeq_db) FROM level WHERE {where}"))
+    level_points = int(counted[0][1]) if counted else 0
+    total = _values(client.query(f"SELECT count(duration_s) FROM dog_event WHERE {where}"))
+    events: list[dict[str, Any]] = []
+    counts: list[list[int]] = []
+    if total and int(total[0][1]) > MAX_EVENTS_LISTED:
+        counts = [[_ms(t), int(n)] for t, n in _values(client.query(
+            f"SELECT count(duration_s) FROM dog_event WHERE {where} {group}"))]
+    elif total:
+        for t, offset, label, confidence, audible, laeq in _values(client.query(
+                "SELECT offset_ns, label, confidence, plainly_audible, laeq_db FROM dog_event "
+                f"WHERE {where} ORDER BY time ASC")):
+            events.append({"onset_ms": _ms(t), "offset_ms": _ms(offset), "label": label,
+                           "confidence": _round(confidence, 3), "plainly_audible": audible,
+                           "laeq_db": _round(laeq, 1)})
+    progress = [[_ms(t), _round(episode, 1), _round(stretch, 1)]
+                for t, episode, stretch in _values(client.query(
+                    f"SELECT max(episode_s), max(stretch_s) FROM rule_progress WHERE {where} "
+                    f"{group}"))]
+    return PlotData(start_ns, end_ns, width, levels, events, counts, progress, level_points)
+
+
+@dataclass(frozen=True)
+class DeviceState:
+    """What the devices page says about one device placed at an address."""
+
+    device_id: str
+    online: bool | None  # last status message; None: never reported
+    status_ns: int | None
+    last_frame_ns: int | None
+    calibration_date: str
+    full_scale_db: float | None
+    last_heartbeat: dict[str, Any] = field(default_factory=dict)
+    coverage: list[tuple[int, float]] = field(default_factory=list)  # (day start ns, 0..1)
+    covered_s: int = 0
+    span_s: int = 0
+
+    @property
+    def coverage_fraction(self) -> float | None:
+        """Seconds measured over seconds placed (None: no time placed yet)."""
+        return self.covered_s / self.span_s if self.span_s > 0 else None
+
+
+HEARTBEAT_FIELDS = ("clock_synchronised", "outbox_backlog", "lost_samples", "software_version",
+                    "uptime_s")
+
+
+def device_state(client: InfluxClient, device_id: str, placed_ns: int,
+                 until_ns: int) -> DeviceState:
+    """Status, last frame, calibration and coverage per day while the device was placed."""
+    clause = device_clause(device_id)
+    status = _values(client.query(f"SELECT last(online) FROM sensor_status WHERE {clause}"))
+    last = _values(client.query(
+        f"SELECT last(laeq_db), calibration_date, full_scale_db FROM level WHERE {clause}"))
+    beat = client.query(f"SELECT last(uptime_s), {', '.join(HEARTBEAT_FIELDS[:-1])} FROM "
+                        f"sensor_health WHERE {clause}")
+    heartbeat: dict[str, Any] = {}
+    for s in beat:
+        for v in s["values"]:
+            heartbeat = dict(zip(s["columns"], v, strict=True))
+    days: list[tuple[int, float]] = []
+    covered = 0
+    span_s = max(0, (until_ns - placed_ns) // NS)
+    if span_s:
+        rows = _values(client.query(
+            f"SELECT count(laeq_db) FROM level WHERE {clause} AND time >= {placed_ns} AND "
+            f"time < {until_ns} GROUP BY time(1d) fill(0)"))
+        for t, n in rows:
+            day_start = max(int(t), placed_ns)
+            day_end = min(int(t) + 86400 * NS, until_ns)
+            seconds = max(1, (day_end - day_start) // NS)
+            days.append((int(t), min(1.0, int(n) / seconds)))
+            covered += int(n)
+    return DeviceState(
+        device_id,
+        online=bool(status[0][1]) if status else None,
+        status_ns=int(status[0][0]) if status else None,
+        last_frame_ns=int(last[0][0]) if last else None,
+        calibration_date=str(last[0][2] or "") if last else "",
+        full_scale_db=_round(last[0][3]) if last and last[0][3] is not None else None,
+        last_heartbeat=heartbeat, coverage=days, covered_s=covered, span_s=int(span_s))

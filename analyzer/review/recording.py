@@ -1,0 +1,64 @@
+"""Recording from the case page: a contact attempt, an observation, an exception or a
+disposition, through the same CaseStore calls as ``barkwatch case contact|observe|exception|
+dispose`` (each writes its record and audit entry in one transaction), signed by the officer
+who is signed in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from analyzer.cases import CaseError, CaseStore, TimeInputError, parse_local_time
+from analyzer.review.sessions import OfficerSession
+
+if TYPE_CHECKING:
+    from analyzer.review.app import Review
+
+
+def _text(data: FormData, name: str) -> str:
+    value = data.get(name, "")
+    return value if isinstance(value, str) else ""
+
+
+def _at(data: FormData, now_ns: int) -> int:
+    """The form's time (Chicago local unless a zone is given), or now when left empty."""
+    text = _text(data, "at").strip()
+    return parse_local_time(text, "time") if text else now_ns
+
+
+# kind -> (what it records, the CaseStore call with the CLI's arguments)
+Recorder = Callable[[CaseStore, int, FormData, int, str], int]
+RECORDERS: dict[str, tuple[str, Recorder]] = {
+    "contact": ("contact attempt", lambda store, c, d, at, officer: store.add_contact_attempt(
+        c, at, _text(d, "method"), _text(d, "outcome"), officer, _text(d, "note"))),
+    "observation": ("observation", lambda store, c, d, at, officer: store.add_observation(
+        c, at, officer, _text(d, "note"))),
+    "exception": ("exception", lambda store, c, d, at, officer: store.add_exception(
+        c, _text(d, "kind"), at, officer, _text(d, "note"))),
+    "disposition": ("disposition", lambda store, c, d, at, officer: store.add_disposition(
+        c, _text(d, "kind"), at, officer, _text(d, "note"))),
+}
+
+
+def record(review: Review, request: Request, session: OfficerSession | None,
+           data: FormData) -> Response:
+    """Write the record, then back to the case page with what happened."""
+    assert session is not None  # the route requires a signed-in officer
+    complaint_id = int(request.path_params["complaint"])
+    kind = str(request.path_params["kind"])
+    if kind not in RECORDERS:
+        return review.error(request, 404, f"Nothing called {kind!r} can be recorded.")
+    what, recorder = RECORDERS[kind]
+    try:
+        with review.case_file() as store:
+            number = recorder(store, complaint_id, data, _at(data, review.clock()),
+                              session.officer)
+        flash = {"kind": "ok", "text": f"Recorded {what} #{number} as {session.officer}."}
+    except (CaseError, TimeInputError) as exc:
+        flash = {"kind": "error", "text": f"The {what} was not recorded: {exc}"}
+    request.session["flash"] = flash
+    return RedirectResponse(f"/cases/{complaint_id}#records", status_code=303)

@@ -1,0 +1,33 @@
+"""Serve the review application with uvicorn (one process: the sessions and the sign-in
+limits live in it). Loopback by default; TLS by uvicorn's own settings or a reverse proxy."""
+
+from __future__ import annotations
+
+import logging
+
+import uvicorn
+
+from analyzer.review.app import create_app
+from analyzer.review.settings import ReviewSettings
+
+log = logging.getLogger(__name__)
+
+
+def uvicorn_config(settings: ReviewSettings) -> uvicorn.Config:
+    """uvicorn's settings: address, TLS files, and whose forwarded headers to believe."""
+    return uvicorn.Config(
+        create_app(settings), host=settings.host, port=settings.port, workers=1,
+        ssl_keyfile=settings.ssl_keyfile or None, ssl_certfile=settings.ssl_certfile or None,
+        # Only a configured proxy may name the client (the per-address sign-in limit counts
+        # it); anyone else's X-Forwarded-For is ignored.
+        proxy_headers=bool(settings.trusted_proxy),
+        forwarded_allow_ips=settings.trusted_proxy or None,
+        server_header=False, log_config=None, access_log=True)
+
+
+def serve(settings: ReviewSettings) -> None:
+    """Run until SIGINT or SIGTERM (uvicorn handles both)."""
+    scheme = "https" if settings.ssl_certfile else "http"
+    log.info("review application on %s://%s:%d/ (case file %s, InfluxDB %s)", scheme,
+             settings.host, settings.port, settings.cases_db, settings.influx.url)
+    uvicorn.Server(uvicorn_config(settings)).run()

@@ -1,0 +1,86 @@
+"""The review application's configuration file (TOML): where it listens, the case file,
+InfluxDB, sessions and sign-in limits. ``barkwatch review --describe`` prints every key."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from analyzer.errors import AnalyzerError
+from analyzer.store import InfluxSettings
+from sensor.configfile import describe, load, setting
+
+
+@dataclass(frozen=True)
+class ReviewSettings:
+    """Everything ``barkwatch review`` needs."""
+
+    host: str = setting("127.0.0.1", "address to listen on (loopback: put a TLS reverse proxy "
+                        "in front for other machines)")
+    port: int = setting(8600, "TCP port", 1, 65535)
+    cases_db: str = setting("barkwatch-cases.sqlite", "the case file (SQLite)")
+    session_key_file: str = setting(
+        "", "file holding the key that signs session cookies (created, mode 0600, if "
+        "missing); empty: a new key at each start, which signs everyone out")
+    session_idle_s: int = setting(1800, "a session unused this long expires, s", 60, 86400)
+    session_max_s: int = setting(43200, "a session expires this long after sign-in, s",
+                                 300, 604800)
+    secure_cookies: bool = setting(False, "mark the session cookie Secure (HTTPS only): set "
+                                   "when served over TLS")
+    max_failures_per_account: int = setting(5, "failed sign-ins of one account before it is "
+                                            "refused for the window", 1, 1000)
+    max_failures_per_address: int = setting(20, "failed sign-ins from one client address "
+                                            "before it is refused for the window", 1, 100000)
+    failure_window_s: float = setting(900.0, "window of the sign-in limits, s", 10.0, 86400.0)
+    trusted_proxy: str = setting(
+        "", "address of a reverse proxy whose X-Forwarded-For/-Proto to believe (the client "
+        "address the limits count); empty: none")
+    ssl_keyfile: str = setting("", "TLS private key (PEM) for uvicorn's own TLS; empty: none")
+    ssl_certfile: str = setting("", "TLS certificate chain (PEM) for uvicorn's own TLS")
+    plot_points: int = setting(1500, "most points per series a finding's plot asks InfluxDB "
+                               "for (GROUP BY time sized to fit)", 100, 20000)
+    influx: InfluxSettings = setting(InfluxSettings(), "database")
+
+
+class ReviewConfigError(AnalyzerError):
+    """The configuration is unusable (the message names the key)."""
+
+
+def load_review_settings(path: str) -> ReviewSettings:
+    """Load and check a review configuration file."""
+    settings = load(ReviewSettings, path)
+    if bool(settings.ssl_keyfile) != bool(settings.ssl_certfile):
+        raise ReviewConfigError("config keys 'ssl_keyfile' and 'ssl_certfile' go together: "
+                                "set both or neither")
+    return settings
+
+
+def describe_review_settings() -> str:
+    """Every key with its default and description."""
+    return "\n".join(describe(ReviewSettings))
+
+
+def session_key(settings: ReviewSettings) -> str:
+    """The cookie-signing key: read from ``session_key_file`` (created 0600 with 32 random
+    bytes if missing), or a fresh one when no file is configured."""
+    if not settings.session_key_file:
+        return secrets.token_hex(32)
+    path = Path(settings.session_key_file)
+    if not path.exists():
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise ReviewConfigError(f"config key 'session_key_file': cannot create {path}: "
+                                    f"{exc}") from exc
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(32) + "\n")
+    if path.stat().st_mode & 0o077:
+        raise ReviewConfigError(f"config key 'session_key_file': {path} is readable by others; "
+                                "chmod 600 it (anyone who reads it can forge sessions)")
+    key = path.read_text(encoding="utf-8").strip()
+    if len(key) < 32:
+        raise ReviewConfigError(f"config key 'session_key_file': {path} holds fewer than 32 "
+                                "characters")
+    return key

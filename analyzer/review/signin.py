@@ -1,0 +1,107 @@
+"""Signing in and out: argon2 check, limits per account and address, every attempt audited."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from analyzer.cases import USERNAME_PATTERN, find_account
+from analyzer.review.passwords import burn_time, verify_password
+from analyzer.review.sessions import NS, OfficerSession, csrf_token
+
+if TYPE_CHECKING:
+    from analyzer.review.app import Review
+
+ACCOUNTS = "officer_accounts"
+NOBODY = "(not signed in)"  # the audit log's actor for an attempt with no known account
+
+
+def _address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def _next_path(value: object) -> str:
+    """Where to go after signing in: a path on this server only (never another site)."""
+    text = str(value or "")
+    if text.startswith("/") and not text.startswith("//") and "\\" not in text:
+        return text
+    return "/cases"
+
+
+def sign_in_page(request: Request) -> Response:
+    """The sign-in form (its CSRF token is made for the anonymous session)."""
+    review: Review = request.app.state.review
+    request.state.officer = None
+    return review.render(request, "signin.html", {"next": _next_path(
+        request.query_params.get("next")), "message": ""})
+
+
+def sign_in(review: Review, request: Request, _: OfficerSession | None,
+            data: FormData) -> Response:
+    """Check the password; on success open a new session and go on to ``next``."""
+    username = str(data.get("username", "")).strip().lower()[:64]
+    password = str(data.get("password", ""))
+    address = _address(request)
+    now_s = review.clock() / NS
+    target = _next_path(data.get("next"))
+    request.state.officer = None
+
+    def refuse(status: int, message: str) -> Response:
+        return review.render(request, "signin.html", {"next": target, "message": message,
+                                                      "username": username}, status)
+
+    with review.case_file() as store:
+        account = find_account(store, username) if USERNAME_PATTERN.fullmatch(username) \
+            else None
+        actor = account.officer if account else NOBODY
+        entity = [account.id if account else 0]
+        refusal = review.limiter.refusal(username, address, now_s)
+        if refusal is not None:
+            store.record_access(actor, "sign-in refused: rate limit", ACCOUNTS, entity,
+                                {"username": username, "client": address})
+            return refuse(429, f"Sign-in refused: {refusal}.")
+        if account is not None and account.active:
+            accepted = verify_password(account.password_hash, password)
+        else:
+            burn_time(password)  # as long as a wrong password: no hint which names exist
+            accepted = False
+        if not accepted:
+            review.limiter.failed(username, address, now_s)
+            reason = ("wrong password" if account and account.active else
+                      "account disabled" if account else "unknown user name")
+            store.record_access(actor, "sign-in refused", ACCOUNTS, entity,
+                                {"username": username, "client": address, "reason": reason})
+            return refuse(401, "Wrong user name or password.")
+        assert account is not None
+        review.limiter.succeeded(username)
+        session = review.sessions.open(account)
+        store.record_access(account.officer, "sign in", ACCOUNTS, [account.id],
+                            {"username": username, "client": address})
+    request.session.clear()  # a fresh cookie: nothing from before sign-in carries over
+    request.session["sid"] = session.sid
+    csrf_token(request.session)
+    return RedirectResponse(target, status_code=303)
+
+
+def sign_out(review: Review, request: Request, session: OfficerSession | None,
+             _: FormData) -> Response:
+    """End the session on the server and clear the cookie."""
+    if session is not None:
+        review.sessions.close(session.sid)
+        with review.case_file() as store:
+            store.record_access(session.officer, "sign out", ACCOUNTS, [session.account_id],
+                                {"username": session.username, "client": _address(request)})
+    request.session.clear()
+    request.session["flash"] = {"kind": "ok", "text": "Signed out."}
+    return RedirectResponse("/signin", status_code=303)
+
+
+def audit_refused_form(review: Review, request: Request, session: OfficerSession) -> None:
+    """A signed-in officer's form without the right CSRF token: refused, and audited."""
+    with review.case_file() as store:
+        store.record_access(session.officer, "form refused: missing or wrong CSRF token",
+                            ACCOUNTS, [session.account_id],
+                            {"path": request.url.path, "client": _address(request)})
