@@ -1,9 +1,12 @@
-"""Dog-vocalization classifier over the sensor's mel frames: inputs, network, streaming scorer.
+"""The small dog-vocalization CNN, run on the sensor: inputs, network, streaming scorer.
 
-The analyzer only ever sees calibrated mel band levels (``sensor.features``: 64 bands, dB SPL,
-one row per 20 ms, float16 on the wire), so that is all this module reads. Training
-(``barkwatch-train fit``, :mod:`training`) computes its inputs with this very module on frames
-built by the sensor's own code, so training and deployment cannot drift apart.
+It reads the sensor's calibrated mel band levels (``sensor.features``: 64 bands, dB SPL, one row
+per 20 ms, rounded to float16 as wire v1 carried them and as the network was trained). Since wire
+v2 (issue 24) the mel rows never leave the device: the sensor runs this network and sends one
+dog score per 20 ms step (``dog_s``). Training (``barkwatch-train fit``, :mod:`training`)
+computes its inputs with this very module on mel rows made by the sensor's own code, so training
+and deployment cannot drift apart. numpy only: no analyzer import (the analyzer re-exports it
+from ``analyzer.detect.classifier``).
 
 Level: the training corpus carries no calibration, so the inputs are *relative*: per band, the
 rise over its own slowly tracked background (prominence), and per step the spectral shape
@@ -37,10 +40,10 @@ from pathlib import Path
 
 import numpy as np
 
-from analyzer.errors import AnalyzerError
+from sensor.errors import SensorError
 
 # The bundled model: trained by barkwatch-train fit, described by MODEL_CARD.md.
-DEFAULT_MODEL_PATH = Path(__file__).resolve().parents[2] / "models" / "dog_classifier.npz"
+DEFAULT_MODEL_PATH = Path(__file__).resolve().parents[1] / "models" / "dog_classifier.npz"
 
 N_MELS = 64
 POOL = 2  # adjacent mel bands averaged (in dB) into one input band, unless the model file asks 1
@@ -57,7 +60,7 @@ LAYER_KINDS = ("conv2d", "conv1d")
 DENSE_MAX_CHANNELS = 2  # band convolutions over this few input channels run as dense matrices
 
 
-class ClassifierError(AnalyzerError):
+class ClassifierError(SensorError):
     """The classifier model file is missing, malformed or does not fit the input."""
 
 
@@ -400,6 +403,52 @@ def _window_max(levels: np.ndarray, width: int) -> np.ndarray:
     return np.lib.stride_tricks.sliding_window_view(levels, width).max(axis=1)
 
 
+class CentredMean:
+    """Streaming centred moving average of ``width`` (odd) values, ``width // 2`` behind.
+
+    The stream's start is padded with copies of its first value and, at :meth:`flush`, its end
+    with copies of its last, so a stream split into any parts gives the averages of the whole.
+    """
+
+    def __init__(self, width: int) -> None:
+        self.width = max(1, int(width) | 1)
+        self.reset()
+
+    @property
+    def delay(self) -> int:
+        """Values held back: the average of value i comes with value i + delay."""
+        return self.width // 2
+
+    def reset(self) -> None:
+        """Forget the held values (start of a stream)."""
+        self._held: np.ndarray | None = None
+
+    def process(self, values: np.ndarray, final: bool = False) -> np.ndarray:
+        """Averages completed by ``values``; ``final`` ends the stream (see :meth:`flush`)."""
+        raw = np.asarray(values, dtype=np.float64)
+        half = self.delay
+        if half == 0:
+            return raw
+        if self._held is None:
+            if raw.size == 0:
+                return raw
+            self._held = np.repeat(raw[:1], half)
+        buffer = np.concatenate([self._held, raw])
+        if final:
+            buffer = np.concatenate([buffer, np.repeat(buffer[-1:], half)])
+        if buffer.size < self.width:
+            self._held = buffer
+            return np.zeros(0)
+        kernel = np.full(self.width, 1.0 / self.width)
+        out = np.convolve(buffer, kernel, mode="valid")
+        self._held = None if final else buffer[-(2 * half) :]
+        return out
+
+    def flush(self) -> np.ndarray:
+        """Averages of the held-back values at the end of a stream; then starts afresh."""
+        return self.process(np.zeros(0), final=True)
+
+
 class DogClassifier:
     """Stateful per-device scorer: mel rows in, smoothed dog probabilities out, delayed.
 
@@ -420,6 +469,7 @@ class DogClassifier:
         self.min_band_level_db = min_band_level_db
         self.inputs = StepInputs(hop_s, model.input_pool)
         self.net = ConvNet(model)
+        self.smoother = CentredMean(self.smoothing_steps)
         self.context_steps = model.context_steps
         self.delay_steps = self.context_steps + self.smoothing_steps // 2
         self.reset()
@@ -428,7 +478,7 @@ class DogClassifier:
         """Forget all context (after a gap in the data)."""
         self.inputs.reset()
         self.net.reset()
-        self._raw: np.ndarray | None = None  # unsmoothed probabilities still needed
+        self.smoother.reset()
         self._levels = np.zeros(0, dtype=np.float32)
 
     def _gate(self, probabilities: np.ndarray, levels: np.ndarray) -> np.ndarray:
@@ -439,23 +489,7 @@ class DogClassifier:
         return probabilities
 
     def _smooth(self, raw: np.ndarray, final: bool) -> np.ndarray:
-        half = self.smoothing_steps // 2
-        if half == 0:
-            return raw
-        if self._raw is None:
-            if raw.size == 0:
-                return raw
-            self._raw = np.repeat(raw[:1], half)
-        buffer = np.concatenate([self._raw, raw])
-        if final:
-            buffer = np.concatenate([buffer, np.repeat(buffer[-1:], half)])
-        if buffer.size < self.smoothing_steps:
-            self._raw = buffer
-            return np.zeros(0)
-        kernel = np.full(self.smoothing_steps, 1.0 / self.smoothing_steps)
-        out = np.convolve(buffer, kernel, mode="valid")
-        self._raw = None if final else buffer[-(2 * half) :]
-        return out
+        return self.smoother.process(raw, final=final)
 
     def scores(self, mel_db: np.ndarray) -> np.ndarray:
         """Scores (0..1) of the steps that now have full context."""

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from analyzer.detect.classifier import ClassifierError
+from sensor.dog_cnn import ClassifierError
 
 LOG = logging.getLogger(__name__)
 
-MODELS_DIR = Path(__file__).resolve().parents[2] / "models"
+MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 DEFAULT_YAMNET_PATH = MODELS_DIR / "yamnet.onnx"
 DEFAULT_CLASS_MAP_PATH = MODELS_DIR / "yamnet_class_map.csv"
 PATCH_SHAPE = (96, 64)  # frames x mel bands (sensor.yamnet_features)
