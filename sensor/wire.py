@@ -1,13 +1,26 @@
-"""Wire format v1: one msgpack map per one-second frame, arrays as packed little-endian numbers.
+"""Wire format v2: one msgpack map per one-second frame, arrays as packed little-endian numbers.
 
 The sensor owns this format; the analyzer imports it. Every field is validated on decode (and
 before encoding, so a sensor never sends what an analyzer refuses) and an error names the
 field and what was wrong with it. Keys are short to keep frames small.
 
+Privacy first (issue 24): v2 carries nothing with the fine time-frequency resolution that
+speech can be rebuilt from. v1's 20 ms mel spectrogram (``mel``, ``mels``) is gone; both
+networks run on the sensor and the frame carries their outputs: the small CNN's dog score per
+20 ms step (``dog_s``) and YAMNet's embedding and class scores per 0.96 s patch (``emb``,
+``ys``), beside v1's levels, percentiles and per-second third-octave bands. A v1 payload is
+refused with a message that says the sensor must be upgraded.
+
+Which patches a frame carries: a sensor sends frame k once the CNN has scored all its steps
+(it looks 0.64 s ahead, so one second after its end), with every YAMNet patch completed by
+then and not sent before, in order. Patch i of a frame starts at ``p0 + i * 0.48 s``
+(``PATCH_HOP_NS``) and lasts 0.96 s; its embedding and scores describe 16 kHz audio resampled
+from the capture (``sensor.resample``, ``sensor.yamnet_features``).
+
 ===========  =========  ===========================================================
 key          type       meaning
 ===========  =========  ===========================================================
-``v``        int        schema version, always 1
+``v``        int        schema version, always 2 (1 is refused: the sensor must be upgraded)
 ``dev``      str        device id, ``[a-z0-9][a-z0-9_-]{0,63}`` (at most 64 characters)
 ``seq``      int        sequence number, per device, never reused (survives restarts)
 ``t``        int        capture time of the frame's first sample, ns since the Unix epoch (UTC)
@@ -33,8 +46,11 @@ key          type       meaning
 ``hop``      float      step of the short-time series below, seconds (0.02)
 ``laeq_s``   bytes      float16 LAeq per step, dB
 ``laf_s``    bytes      float16 LAF (F time-weighted, A-weighted) maximum per step, dB
-``mels``     int        number of mel bands
-``mel``      bytes      float16 mel band levels, dB SPL, row-major (steps x mels)
+``dog_s``    bytes      float16 dog score of the small CNN per step, 0..1 (one per ``laeq_s``)
+``p0``       int        capture time of the first sample of the first patch below, ns
+``emb``      bytes      float16 YAMNet embeddings, row-major (patches x 1024), each >= 0
+``ys``       bytes      float16 YAMNet class scores, 0..1, row-major (patches x 521)
+``mv``       str        versions of the networks behind ``dog_s`` and ``emb``/``ys``
 ``cstep``    int        optional: the sensor's wall clock stepped by this many ns against
                         the sample clock since the previous frame (NTP correcting it);
                         absent when it did not (capture time is unaffected: sample count)
@@ -43,6 +59,7 @@ key          type       meaning
 
 from __future__ import annotations
 
+import gc
 import math
 import re
 from dataclasses import dataclass, field
@@ -53,7 +70,10 @@ import numpy as np
 
 from sensor.errors import WireError, WireReason
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# The topic tree keeps its v1 name: topics, ACLs and retained status did not change, and a
+# sensor not yet upgraded then still reaches the analyzer, which refuses and counts its frames
+# (reason "version") instead of never seeing them.
 TOPIC_ROOT = "barkwatch/v1"
 MAX_PAYLOAD_BYTES = 64 * 1024
 # \Z, not $: with re.match, $ also matches before a trailing newline ("dev-1\n").
@@ -64,7 +84,13 @@ MAX_CALIBRATION_CHARS = 64
 SUPPORTED_SAMPLE_RATES = (16000, 32000, 44100, 48000)
 MAX_BANDS = 43
 MAX_STEPS = 200
-MAX_MELS = 256
+EMBEDDING_SIZE = 1024  # YAMNet's embedding (sensor.yamnet_network)
+N_CLASSES = 521  # AudioSet classes of YAMNet's output
+MAX_PATCHES = 8  # normally 2 or 3 per frame (one each 0.48 s), a few more at a stream's end
+PATCH_HOP_NS = 480_000_000  # YAMNet's patch hop, 0.48 s (sensor.yamnet_features)
+MAX_EMBEDDING = 1000.0  # a mean of ReLU outputs: >= 0; YAMNet's stay under about 10
+MAX_VERSION_CHARS = 128
+MAX_MAP_KEYS = 64  # a frame has 28 to 29 fields; any map on the wire with more is refused
 
 
 def frame_topic(device_id: str) -> str:
@@ -99,10 +125,12 @@ def device_from_topic(topic: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Frame:
-    """One second of calibrated measurements and classification features from one device.
+    """One second of calibrated measurements and dog scores from one device.
 
     Levels are dB re 20 µPa. Arrays are float32 in memory; the wire stores the short-time
-    series and mel levels as float16 (0.06 dB resolution near 100 dB).
+    series, scores and embeddings as float16 (0.06 dB resolution near 100 dB, 0.0005 near a
+    score of 1). ``embeddings`` (k x 1024) and ``class_scores`` (k x 521) are YAMNet's for the
+    k patches starting at ``patch_start_ns`` and every ``PATCH_HOP_NS`` after it.
     """
 
     device_id: str
@@ -130,7 +158,11 @@ class Frame:
     hop_s: float
     laeq_steps_db: np.ndarray = field(repr=False)
     laf_steps_db: np.ndarray = field(repr=False)
-    mel_db: np.ndarray = field(repr=False)
+    dog_steps: np.ndarray = field(repr=False)
+    patch_start_ns: int
+    embeddings: np.ndarray = field(repr=False)
+    class_scores: np.ndarray = field(repr=False)
+    model_versions: str
     clock_step_ns: int = 0
 
     @property
@@ -143,9 +175,14 @@ class Frame:
         """Capture time just after the frame's last sample, ns since the epoch."""
         return self.capture_ns + round(self.n_samples * 1e9 / self.sample_rate)
 
+    @property
+    def patch_starts_ns(self) -> np.ndarray:
+        """Capture time of each patch's first sample, ns since the epoch."""
+        return self.patch_start_ns + PATCH_HOP_NS * np.arange(len(self.embeddings), dtype=np.int64)
+
 
 def encode_frame(frame: Frame) -> bytes:
-    """Serialise a frame to wire format v1; raise WireError for a frame the decoder refuses.
+    """Serialise a frame to wire format v2; raise WireError for a frame the decoder refuses.
 
     The same checks as :func:`decode_frame` run on the payload before it is packed, so a
     sensor never queues a frame that every analyzer would drop.
@@ -163,7 +200,6 @@ def encode_frame(frame: Frame) -> bytes:
 
 
 def _payload_of(frame: Frame) -> dict[str, Any]:
-    mel = np.asarray(frame.mel_db, dtype="<f2")
     return {
         "v": SCHEMA_VERSION,
         "dev": frame.device_id,
@@ -191,9 +227,20 @@ def _payload_of(frame: Frame) -> dict[str, Any]:
         "hop": float(frame.hop_s),
         "laeq_s": np.asarray(frame.laeq_steps_db, dtype="<f2").tobytes(),
         "laf_s": np.asarray(frame.laf_steps_db, dtype="<f2").tobytes(),
-        "mels": int(mel.shape[1]) if mel.ndim == 2 else 0,
-        "mel": mel.tobytes(),
+        "dog_s": np.asarray(frame.dog_steps, dtype="<f2").tobytes(),
+        "p0": int(frame.patch_start_ns),
+        "emb": _matrix_bytes(frame.embeddings, EMBEDDING_SIZE, "emb"),
+        "ys": _matrix_bytes(frame.class_scores, N_CLASSES, "ys"),
+        "mv": frame.model_versions,
     } | ({"cstep": int(frame.clock_step_ns)} if frame.clock_step_ns else {})
+
+
+def _matrix_bytes(values: np.ndarray, width: int, name: str) -> bytes:
+    matrix = np.asarray(values, dtype="<f2")
+    if matrix.ndim != 2 or matrix.shape[1] != width:
+        raise WireError(f"field {name!r}: shape {matrix.shape} is not (patches x {width})",
+                        WireReason.BAD_ARRAY)
+    return matrix.tobytes()
 
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -223,8 +270,11 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "hop": (float, int),
     "laeq_s": bytes,
     "laf_s": bytes,
-    "mels": int,
-    "mel": bytes,
+    "dog_s": bytes,
+    "p0": int,
+    "emb": bytes,
+    "ys": bytes,
+    "mv": str,
 }
 _OPTIONAL_FIELDS: dict[str, type] = {"cstep": int}
 MAX_CLOCK_STEP_NS = 10 * 365 * 86400 * 10**9  # a step beyond ten years is no clock's correction
@@ -242,6 +292,26 @@ def _array(raw: bytes, dtype: str, name: str, expected_len: int | None = None) -
     if not np.all(np.isfinite(values)):
         raise WireError(f"field {name!r}: contains NaN or infinity", WireReason.NOT_FINITE)
     return values
+
+
+def _matrix(raw: bytes, width: int, name: str) -> np.ndarray:
+    """A float16 (patches x width) array of at most MAX_PATCHES rows."""
+    row_bytes = 2 * width
+    if len(raw) % row_bytes:
+        raise WireError(f"field {name!r}: {len(raw)} bytes is not a whole number of rows of "
+                        f"{width} float16", WireReason.BAD_ARRAY)
+    if len(raw) // row_bytes > MAX_PATCHES:
+        raise WireError(f"field {name!r}: {len(raw) // row_bytes} patches exceeds the limit of "
+                        f"{MAX_PATCHES}", WireReason.OUT_OF_RANGE)
+    return _array(raw, "<f2", name).reshape(-1, width)
+
+
+def _bounded(values: np.ndarray, low: float, high: float, name: str, what: str) -> None:
+    bad = np.flatnonzero((values < low) | (values > high))
+    if bad.size:
+        index = int(bad[0])
+        raise WireError(f"field {name!r}: {what} {float(values.flat[index])} at index {index} "
+                        f"is outside {low:g}..{high:g}", WireReason.OUT_OF_RANGE)
 
 
 def _level(payload: dict[str, Any], key: str) -> float:
@@ -269,20 +339,31 @@ def _key_shown(key: object) -> str:
 
 
 def decode_frame(data: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> Frame:
-    """Parse and validate a wire-format v1 frame; raise WireError naming what was wrong.
+    """Parse and validate a wire-format v2 frame; raise WireError naming what was wrong.
 
     Any byte string gives a Frame or a WireError, never another exception.
     """
     if len(data) > max_bytes:
         raise WireError(f"payload of {len(data)} bytes exceeds the limit of {max_bytes} bytes",
                         WireReason.TOO_LARGE)
+    # The cyclic garbage collector is paused while unpacking: 64 KiB can hold 64,000 empty
+    # containers, whose creation set off full collections of the analyzer's heap (280 ms per
+    # payload, benchmarks/fuzz_payloads.py). msgpack builds no cycles: reference counting
+    # frees it all.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         # strict_map_key: only str and bytes keys, so no crafted int keys collide in the dict.
-        # msgpack bounds every length by the payload's own size, so no bomb allocates more.
-        payload = msgpack.unpackb(data, raw=False, strict_map_key=True)
+        # msgpack bounds every length by the payload's own size, so no bomb allocates more;
+        # max_map_len refuses a map of thousands of keys before they are made and sorted.
+        payload = msgpack.unpackb(data, raw=False, strict_map_key=True,
+                                  max_map_len=MAX_MAP_KEYS)
     except Exception as exc:  # msgpack raises several unrelated types
         raise WireError(f"payload is not valid msgpack: {type(exc).__name__}: {exc}",
                         WireReason.NOT_MSGPACK) from exc
+    finally:
+        if collecting:
+            gc.enable()
     return _validated(payload)
 
 
@@ -292,9 +373,16 @@ def _validated(payload: object) -> Frame:
         raise WireError(f"payload is a {type(payload).__name__}, expected a map",
                         WireReason.NOT_A_MAP)
     version = payload.get("v")
+    if type(version) is int and version == 1:
+        raise WireError(
+            "field 'v': wire format v1 is no longer accepted (it carried mel spectra that speech "
+            "can be rebuilt from); upgrade the sensor's software to wire format v2",
+            WireReason.VERSION,
+        )
     if type(version) is not int or version != SCHEMA_VERSION:
         raise WireError(
-            f"field 'v': schema version {_shown(version)} is not supported (expected 1)",
+            f"field 'v': schema version {_shown(version)} is not supported "
+            f"(expected {SCHEMA_VERSION})",
             WireReason.VERSION,
         )
     missing = sorted(set(_FIELDS) - set(payload))
@@ -379,10 +467,25 @@ def _validated(payload: object) -> Frame:
         raise WireError(f"field 'laeq_s': {laeq_steps.size} steps is out of range",
                         WireReason.OUT_OF_RANGE)
     laf_steps = _array(payload["laf_s"], "<f2", "laf_s", laeq_steps.size)
-    n_mels = payload["mels"]
-    if not 0 < n_mels <= MAX_MELS:
-        raise WireError(f"field 'mels': {n_mels} is out of range", WireReason.OUT_OF_RANGE)
-    mel = _array(payload["mel"], "<f2", "mel", laeq_steps.size * n_mels)
+    dog_steps = _array(payload["dog_s"], "<f2", "dog_s", laeq_steps.size)
+    _bounded(dog_steps, 0.0, 1.0, "dog_s", "score")
+    embeddings = _matrix(payload["emb"], EMBEDDING_SIZE, "emb")
+    _bounded(embeddings, 0.0, MAX_EMBEDDING, "emb", "embedding value")
+    class_scores = _matrix(payload["ys"], N_CLASSES, "ys")
+    if class_scores.shape[0] != embeddings.shape[0]:
+        raise WireError(f"field 'ys': {class_scores.shape[0]} patches, but 'emb' has "
+                        f"{embeddings.shape[0]}", WireReason.BAD_ARRAY)
+    _bounded(class_scores, 0.0, 1.0, "ys", "class score")
+    patch_start_ns = payload["p0"]
+    # A frame's patches start at most 2 s before it (those completed with the next second)
+    # and within it; an empty list names the frame's own start.
+    if not payload["t"] - 2 * 10**9 <= patch_start_ns <= payload["t"] + 2 * 10**9:
+        raise WireError(f"field 'p0': {patch_start_ns} ns is not within 2 s of the frame's "
+                        f"capture time {payload['t']} ns", WireReason.OUT_OF_RANGE)
+    model_versions = payload["mv"]
+    if not 0 < len(model_versions) <= MAX_VERSION_CHARS or not model_versions.isprintable():
+        raise WireError(f"field 'mv': {_shown(model_versions)} is not 1 to {MAX_VERSION_CHARS} "
+                        "printable characters", WireReason.OUT_OF_RANGE)
 
     return Frame(
         device_id=device_id,
@@ -410,6 +513,10 @@ def _validated(payload: object) -> Frame:
         hop_s=hop_s,
         laeq_steps_db=laeq_steps,
         laf_steps_db=laf_steps,
-        mel_db=mel.reshape(laeq_steps.size, n_mels),
+        dog_steps=dog_steps,
+        patch_start_ns=patch_start_ns,
+        embeddings=embeddings,
+        class_scores=class_scores,
+        model_versions=model_versions,
         clock_step_ns=clock_step_ns,
     )
