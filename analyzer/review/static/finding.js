@@ -51,7 +51,8 @@
     el("text", { x: LEFT, y: panel.top - 6 }, panel.title);
     if (s) {
       for (const v of [s.lo, (s.lo + s.hi) / 2, s.hi]) {
-        el("text", { x: LEFT - 6, y: s.y(v) + 4, "text-anchor": "end" }, v.toFixed(0) + unit);
+        const label = Math.abs(v) < 0.5 ? "0" : v.toFixed(0);
+        el("text", { x: LEFT - 6, y: s.y(v) + 4, "text-anchor": "end" }, label + unit);
       }
     }
   }
@@ -117,7 +118,8 @@
     const values = minutes.map((p) => p[index]).concat(limit_min === null ? [] : [limit_min]);
     const ps = scale(values, PANELS.progress, 0);
     axes(PANELS.progress, ps, "");
-    path(minutes, interval_ms, "progress", ps, index);
+    // The analyzer stores the progress every 10 s of capture time (README, MQTT topics).
+    path(minutes, Math.max(interval_ms, 10000), "progress", ps, index);
     if (limit_min !== null) {
       el("line", { class: "limit", x1: LEFT, x2: RIGHT, y1: ps.y(limit_min), y2: ps.y(limit_min) });
       el("text", { x: RIGHT, y: ps.y(limit_min) - 4, "text-anchor": "end" },
