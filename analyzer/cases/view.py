@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from analyzer.cases.checklist import ChecklistItem, seizure_checklist
@@ -11,6 +12,7 @@ from analyzer.cases.records import (
     Complaint,
     ContactAttempt,
     Disposition,
+    EvidenceLink,
     Observation,
     OfficerAttestation,
     OfficerException,
@@ -38,13 +40,19 @@ class CaseView:
     prior_citations: int  # at the address before the complaint was received
 
 
-def read_case(store: CaseStore, complaint_id: int, client: InfluxClient | None) -> CaseView:
-    """Read the complaint and verify each of its links (``client`` None: links not checked)."""
+def read_case(store: CaseStore, complaint_id: int, client: InfluxClient | None,
+              verify: Callable[[list[EvidenceLink]], list[LinkCheck]] | None = None
+              ) -> CaseView:
+    """Read the complaint and verify each of its links (``client`` None: links not checked;
+    ``verify``: how to verify them instead of one :func:`verify_link` after another)."""
     complaint = store.complaint(complaint_id)
     history = store.complaints(complaint.address_id)
-    checks = [verify_link(client, link) if client is not None
-              else LinkCheck(link, UNCHECKED, ["no InfluxDB given"])
-              for link in store.links(complaint_id)]
+    links = store.links(complaint_id)
+    if verify is not None:
+        checks = verify(links)
+    else:
+        checks = [verify_link(client, link) if client is not None
+                  else LinkCheck(link, UNCHECKED, ["no InfluxDB given"]) for link in links]
     contacts = store.contact_attempts(complaint_id)
     exceptions = store.exceptions(complaint_id)
     attestations = store.attestations(complaint_id)
