@@ -14,7 +14,7 @@ from typing import overload
 import numpy as np
 from scipy import signal
 
-from sensor.kernels import sosfilt, sum_of_squares
+from sensor.kernels import CHAINS, SILENT_SECTION, four_chain_pass, stack_chains
 from sensor.levels import level_db, validate_block, validate_sample_rate
 
 # IEC 61260-1:2014, base-10 system, G = 10^(3/10), fr = 1000 Hz; for b = 3 the
@@ -75,32 +75,42 @@ def third_octave_band_indices(sample_rate: int) -> np.ndarray:
 
 
 @dataclass
-class _Stage:
-    """The bands computed at one rate of the multirate chain, and their running state."""
+class _ChainGroup:
+    """Up to four filter chains of one stage, run side by side by ``four_chain_pass``."""
 
-    factor: int  # decimation factor re the capture rate: 1, 2, 4, ...
-    band_sos: list[np.ndarray]
-    band_zi: list[np.ndarray] = field(default_factory=list)
-    last_power: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    sos: np.ndarray  # (n_sections, 6, CHAINS)
+    zi: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 @dataclass
-class _Decimator:
-    """Anti-alias low-pass and keep-every-second-sample, with the phase carried over."""
+class _Stage:
+    """The bands computed at one rate of the multirate chain, and their running state.
 
-    sos: np.ndarray
-    zi: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    odd_phase: bool = False  # True when the next input sample has an odd index (dropped)
+    Band b is chain b % 4 of group b // 4; when a lower stage follows, chain 3 of the last
+    group is its anti-alias low-pass, whose output is decimated by 2 with the phase carried
+    over."""
 
-    def process(self, samples: np.ndarray) -> np.ndarray:
-        """Samples at half the input rate; empty when ``samples`` holds only a dropped one."""
-        if samples.size == 0:
-            return samples
-        filtered = sosfilt(self.sos, samples, self.zi)
-        start = 1 if self.odd_phase else 0
-        if samples.size % 2:
-            self.odd_phase = not self.odd_phase
-        return filtered[start::2]
+    factor: int  # decimation factor re the capture rate: 1, 2, 4, ...
+    n_bands: int
+    groups: list[_ChainGroup]
+    has_lowpass: bool
+    last_power: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    odd_phase: bool = False  # True when the next low-passed sample has an odd index (dropped)
+
+
+def _chain_groups(
+    band_sos: tuple[np.ndarray, ...], lowpass: np.ndarray | None
+) -> list[_ChainGroup]:
+    """The bands' sections, and the low-pass's last, in groups of ``CHAINS`` chains; shorter
+    chains padded with pass-through sections, unused chains silent."""
+    chains = list(band_sos)
+    if lowpass is not None:
+        chains += [SILENT_SECTION[None, :]] * (-(len(chains) + 1) % CHAINS) + [lowpass]
+    chains += [SILENT_SECTION[None, :]] * (-len(chains) % CHAINS)
+    return [
+        _ChainGroup(stack_chains(chains[first : first + CHAINS]))
+        for first in range(0, len(chains), CHAINS)
+    ]
 
 
 class ThirdOctaveBank:
@@ -137,10 +147,12 @@ class ThirdOctaveBank:
         self.band_indices = third_octave_band_indices(self.sample_rate)
         self.centres_hz = np.asarray(band_centre_hz(self.band_indices))
         stage_designs, lowpasses = _design_filters(self.sample_rate)
+        # The low-pass in front of stage k + 1 filters stage k's stream: it runs with stage k.
+        following = [*lowpasses, None]
         self._stages = [
-            _Stage(factor, [sos.copy() for sos in band_sos]) for factor, band_sos in stage_designs
+            _Stage(factor, len(band_sos), _chain_groups(band_sos, lowpass), lowpass is not None)
+            for (factor, band_sos), lowpass in zip(stage_designs, following, strict=True)
         ]
-        self._decimators = [_Decimator(sos.copy()) for sos in lowpasses]
         # Per band, nominal / effective bandwidth: a Butterworth band-pass of order N passes
         # (pi/2N)/sin(pi/2N) times its nominal bandwidth of flat noise (+0.20 dB at N = 3), so
         # without this the band levels of broadband sound (barks, background) would add up to
@@ -158,11 +170,10 @@ class ThirdOctaveBank:
         """Return every filter, the decimation phases and the sample count to silence/zero."""
         self._samples_seen = 0
         for stage in self._stages:
-            stage.band_zi = [np.zeros((sos.shape[0], 2)) for sos in stage.band_sos]
-            stage.last_power = np.zeros(len(stage.band_sos))
-        for decimator in self._decimators:
-            decimator.zi = np.zeros((decimator.sos.shape[0], 2))
-            decimator.odd_phase = False
+            for group in stage.groups:
+                group.zi = np.zeros((group.sos.shape[0], 2, CHAINS))
+            stage.last_power = np.zeros(stage.n_bands)
+            stage.odd_phase = False
 
     def process(self, block: np.ndarray) -> np.ndarray:
         """Z-weighted Leq per band over ``block`` (1-D float samples, full scale 1.0, any
@@ -172,33 +183,45 @@ class ThirdOctaveBank:
         position = self._samples_seen
         band_energy: list[np.ndarray] = []
         stream = samples
-        for level, stage in enumerate(self._stages):
-            if level > 0:
-                stream = self._decimators[level - 1].process(stream)
-            band_energy.append(self._stage_energy(stage, stream, position, count))
+        for stage in self._stages:
+            energy, stream = self._run_stage(stage, stream, position, count)
+            band_energy.append(energy)
         self._samples_seen = position + count
         # Stages run top-down; bands are reported bottom-up.
         energy = np.concatenate(band_energy[::-1]) * self.bandwidth_correction
         return np.asarray(level_db(energy / count, self.full_scale_db), dtype=np.float64)
 
     @staticmethod
-    def _stage_energy(stage: _Stage, stream: np.ndarray, position: int, count: int) -> np.ndarray:
-        """Sum over the block's capture-rate samples of each band's squared output, holding
-        each decimated sample for the ``factor`` capture samples it stands for."""
+    def _run_stage(
+        stage: _Stage, stream: np.ndarray, position: int, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(Sum over the block's capture-rate samples of each band's squared output, holding
+        each decimated sample for the ``factor`` capture samples it stands for; the stream
+        low-passed and decimated by 2 for the next stage, empty if none follows)."""
         factor = stage.factor
         # Capture samples at the block start still covered by the previous output sample.
         carried = min((factor - position % factor) % factor, count)
         energy = carried * stage.last_power
         if stream.size == 0:
-            return energy
+            return energy, stream
         # The block's last output sample covers only the capture samples left in the block.
         uncovered = stream.size * factor - (count - carried)
-        for band, sos in enumerate(stage.band_sos):
-            output = sosfilt(sos, stream, stage.band_zi[band])
-            last_power = output[-1] * output[-1]
-            energy[band] += factor * sum_of_squares(output) - uncovered * last_power
-            stage.last_power[band] = last_power
-        return energy
+        sums = np.empty(CHAINS * len(stage.groups))
+        last_power = np.empty_like(sums)
+        lowpassed = np.empty_like(stream)  # chain 3's output; the last group's is the low-pass
+        for g, group in enumerate(stage.groups):
+            chains = slice(CHAINS * g, CHAINS * (g + 1))
+            four_chain_pass(stream, group.sos, group.zi, sums[chains], last_power[chains],
+                            lowpassed)
+        bands = slice(0, stage.n_bands)
+        energy += factor * sums[bands] - uncovered * last_power[bands]
+        stage.last_power = last_power[bands].copy()
+        if not stage.has_lowpass:
+            return energy, stream[:0]
+        start = 1 if stage.odd_phase else 0
+        if stream.size % 2:
+            stage.odd_phase = not stage.odd_phase
+        return energy, np.ascontiguousarray(lowpassed[start::2])
 
 
 def _nominal_over_effective_bandwidth(sos: np.ndarray, rate: float) -> float:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, signal
 
-from sensor.kernels import meter_pass, sosfilt
+from sensor.kernels import stack_chains, weighted_meter_pass
 
 REFERENCE_PRESSURE_PA = 20e-6
 """p0 in pascal; levels are in dB re p0 (IEC 61672-1:2013 definitions)."""
@@ -298,16 +298,17 @@ class LevelMeter:
             raise ValueError(f"clip_threshold must be in (0, 1], got {clip_threshold!r}")
         self.full_scale_db = float(full_scale_db)
         self.clip_threshold = float(clip_threshold)
-        self._sos_a = weighting_sos("A", self.sample_rate)
-        self._sos_c = weighting_sos("C", self.sample_rate)
+        # A in chain 0, C in chain 1 of one fused loop (sensor.kernels.weighted_meter_pass).
+        self._sos = stack_chains(
+            [weighting_sos("A", self.sample_rate), weighting_sos("C", self.sample_rate)]
+        )
         self._fast = time_weighting_coefficient(self.sample_rate, TIME_CONSTANT_FAST_S)
         self._slow = time_weighting_coefficient(self.sample_rate, TIME_CONSTANT_SLOW_S)
         self.reset()
 
     def reset(self) -> None:
         """Return every filter and averager to silence, as after construction."""
-        self._zi_a = np.zeros((self._sos_a.shape[0], 2))
-        self._zi_c = np.zeros((self._sos_c.shape[0], 2))
+        self._zi = np.zeros((self._sos.shape[0], 2, 2))
         self._averagers = np.zeros(2)  # F and S mean squares, IEC 61672-1 time weighting
 
     def process(self, block: np.ndarray) -> FrameLevels:
@@ -326,14 +327,12 @@ class LevelMeter:
         count = samples.size
         if step <= 0 or count % step:
             raise ValueError(f"block of {count} samples is not a whole number of {step}-steps")
-        a_weighted = sosfilt(self._sos_a, samples, self._zi_a)
-        c_weighted = sosfilt(self._sos_c, samples, self._zi_c)
         n_steps = count // step
         step_a_sum = np.empty(n_steps)
         step_fast_max = np.empty(n_steps)
         step_fast_end = np.empty(n_steps)
-        sum_a, sum_c, sum_z, fast_max, fast_min, slow_max, clipped = meter_pass(
-            samples, a_weighted, c_weighted, self._averagers, self._fast, self._slow, step,
+        sum_a, sum_c, sum_z, fast_max, fast_min, slow_max, clipped = weighted_meter_pass(
+            samples, self._sos, self._zi, self._averagers, self._fast, self._slow, step,
             self.clip_threshold, step_a_sum, step_fast_max, step_fast_end,
         )
         full_scale_db = self.full_scale_db
@@ -352,3 +351,4 @@ class LevelMeter:
             laf_db=np.asarray(level_db(step_fast_end, full_scale_db)),
         )
         return levels, steps
+
