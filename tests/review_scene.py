@@ -80,16 +80,21 @@ class Case:
     links: int
 
 
-def file_case(db: Path, client: InfluxClient, span_end_s: int = 1800) -> Case:
-    """An address with the device, a complaint the day before, and the complaint about
-    [T0 - 5 min, T0 + span_end_s] received at T0 + 10 min, its covering windows linked."""
+def file_case(db: Path, client: InfluxClient, day: int = 0, span_end_s: int = 1800,
+              removed_s: int | None = None) -> Case:
+    """An address with the device (placed a day before T0, removed at T0 + ``removed_s``), a
+    complaint the day before, and the complaint about [T0 - 5 min, T0 + span_end_s] of day
+    ``day`` received 10 min after T0 that day, its covering windows linked."""
+    d = day * 86400 * NS
+    removed = None if removed_s is None else T0 + removed_s * NS
     with CaseFile(db) as store:
         address = store.add_address("12 Elm St", OFFICER, owner_name="R. Owner")
-        store.place_device(address, DEVICE, T0 - 86400 * NS, OFFICER)
+        store.place_device(address, DEVICE, T0 - 86400 * NS, OFFICER, removed)
         store.open_complaint(address, "Cy Earlier", "555-0100", T0 - 86400 * NS,
                              T0 - 87000 * NS, T0 - 86000 * NS, True, OFFICER)
-        complaint = store.open_complaint(address, COMPLAINANT, CONTACT, T0 + 600 * NS,
-                                         T0 - 300 * NS, T0 + span_end_s * NS, True, OFFICER)
+        complaint = store.open_complaint(address, COMPLAINANT, CONTACT, d + T0 + 600 * NS,
+                                         d + T0 - 300 * NS, d + T0 + span_end_s * NS, True,
+                                         OFFICER)
         found = candidate_windows(client, store.complaint(complaint),
                                   store.placements(address))
         for stored in found:

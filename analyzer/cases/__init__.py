@@ -12,7 +12,13 @@ from analyzer.cases.accounts import (
     find_account,
 )
 from analyzer.cases.checklist import ChecklistItem, seizure_checklist
-from analyzer.cases.links import VERIFIED, LinkCheck, candidate_windows, verify_link
+from analyzer.cases.links import (
+    UNCHECKED,
+    VERIFIED,
+    LinkCheck,
+    candidate_windows,
+    verify_link,
+)
 from analyzer.cases.localtime import CITY_ZONE, TimeInputError, format_time, parse_local_time
 from analyzer.cases.records import (
     CONTACT_OUTCOMES,
@@ -41,6 +47,7 @@ __all__ = [
     "EXCEPTION_KINDS",
     "ROLES",
     "SCHEMA_VERSION",
+    "UNCHECKED",
     "USERNAME_PATTERN",
     "VERIFIED",
     "Address",

@@ -32,6 +32,7 @@ from analyzer.errors import AnalyzerError, InfluxUnavailable
 from analyzer.review import pages, recording, signin
 from analyzer.review.sessions import CSRF_FIELD, OfficerSession, SessionRegistry, csrf_matches
 from analyzer.review.settings import ReviewSettings, session_key
+from analyzer.review.verification import LinkVerifier
 from analyzer.store import InfluxClient
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class Review:
         self.limiter = LoginLimiter(settings.max_failures_per_account,
                                     settings.max_failures_per_address,
                                     settings.failure_window_s)
+        self.verifier = LinkVerifier(self.client, settings.verification_reuse_s, clock)
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.globals["format_time"] = format_time
 

@@ -19,7 +19,6 @@ from analyzer.cases import (
     Complaint,
     candidate_windows,
     read_case,
-    verify_link,
 )
 from analyzer.errors import AnalyzerError
 from analyzer.review.queries import QueryInputError, device_clause, device_state, plot_data
@@ -86,11 +85,12 @@ def case_page(review: Review, request: Request, session: OfficerSession) -> Resp
     """One complaint: identity (audited), records, findings verified now, the checklist."""
     complaint_id = int(request.path_params["complaint"])
     with review.case_file() as store:
-        view = read_case(store, complaint_id, review.client)
+        view = read_case(store, complaint_id, review.client, review.verifier)
         _audit_identity(store, session, request, [complaint_id])
+    checked = {c.link.id: review.verifier.checked_ns(c.link) for c in view.checks}
     return review.render(request, "case.html", {
-        "view": view, "contact_outcomes": CONTACT_OUTCOMES, "exception_kinds": EXCEPTION_KINDS,
-        "dispositions": DISPOSITIONS})
+        "view": view, "checked": checked, "contact_outcomes": CONTACT_OUTCOMES,
+        "exception_kinds": EXCEPTION_KINDS, "dispositions": DISPOSITIONS})
 
 
 def _report_data(review: Review, request: Request, session: OfficerSession) -> Any:
@@ -151,7 +151,7 @@ def finding_page(review: Review, request: Request, session: OfficerSession) -> R
     with review.case_file() as store:
         link = _link(store, complaint_id, int(request.path_params["link"]))
         complaint = store.complaint(complaint_id)
-    check = verify_link(review.client, link)
+    check = review.verifier([link])[0]
     events = load_events(review.client, link.device_id, link.start_ns, link.end_ns)
     dates, scales = _calibration(review, link.device_id, link.start_ns, link.end_ns)
     evidence = WindowEvidence(check, events, [], dates, scales)
@@ -165,6 +165,7 @@ def finding_page(review: Review, request: Request, session: OfficerSession) -> R
             "rule": link.rule, "limit_s": float(limit) if limit is not None else None}
     return review.render(request, "finding.html", {
         "complaint": complaint, "link": link, "check": check,
+        "checked_ns": review.verifier.checked_ns(link),
         "rows": element_rows(evidence) if check.fields else [],
         "plot_json": json.dumps(plot)})
 

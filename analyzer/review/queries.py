@@ -82,11 +82,10 @@ def plot_data(client: InfluxClient, device_id: str, start_ns: int, end_ns: int,
     where = f"{device_clause(device_id)} AND time >= {start_ns} AND time < {end_ns}"
     width = interval_s(end_ns - start_ns, max_points)
     group = f"GROUP BY time({width}s) fill(none)"
-    levels = [[_ms(t), _round(mean), _round(peak)] for t, mean, peak, _ in _values(client.query(
-        f"SELECT mean(laeq_db), max(lafmax_db), count(laeq_db) FROM level WHERE {where} "
-        f"{group}"))]
-    counted = _values(client.query(f"SELECT count(laeq_db) FROM level WHERE {where}"))
-    level_points = int(counted[0][1]) if counted else 0
+    rows = _values(client.query(f"SELECT mean(laeq_db), max(lafmax_db), count(laeq_db) FROM "
+                                f"level WHERE {where} {group}"))
+    levels = [[_ms(t), _round(mean), _round(peak)] for t, mean, peak, _ in rows]
+    level_points = sum(int(n) for *_, n in rows)
     total = _values(client.query(f"SELECT count(duration_s) FROM dog_event WHERE {where}"))
     events: list[dict[str, Any]] = []
     counts: list[list[int]] = []

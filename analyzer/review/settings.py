@@ -41,6 +41,9 @@ class ReviewSettings:
     ssl_certfile: str = setting("", "TLS certificate chain (PEM) for uvicorn's own TLS")
     plot_points: int = setting(1500, "most points per series a finding's plot asks InfluxDB "
                                "for (GROUP BY time sized to fit)", 100, 20000)
+    verification_reuse_s: float = setting(
+        60.0, "a link verified this recently is shown with that check and its time instead "
+        "of being recomputed again; 0: recompute on every view", 0.0, 3600.0)
     influx: InfluxSettings = setting(InfluxSettings(), "database")
 
 
