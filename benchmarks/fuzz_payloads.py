@@ -1,0 +1,363 @@
+"""Hostile frame payloads through the analyzer's decode-and-validate function (issue 23 item 2).
+
+    .venv/bin/python benchmarks/fuzz_payloads.py [--count 100000] [--seed 23] [--time-limit 900]
+
+Payloads are drawn by hypothesis strategies: real frames, made by the sensor's own code
+(``sensor.frames``) from generated sound and varied field by field (every field of
+``sensor.wire.Frame``, by its type), are encoded by the wire encoder and then corrupted: a
+field replaced by a value of another type, NaN, infinity, a huge number or a deeply nested
+container; fields dropped or added; an array truncated, lengthened past the payload limit or
+holding NaN; the bytes truncated, bit-flipped or spliced; msgpack bombs; random bytes. The
+strategies read the field names from the encoded frame, so they follow the wire format's
+changes.
+
+Each payload goes through :func:`analyzer.ingest.frame_check.check_frame`, the function the
+MQTT handler calls. Reported: crashes (an exception out of it, or a payload taking longer than
+``--hang-s``; must be 0), rejections counted by reason, the slowest payload, peak RSS growth
+(ru_maxrss after the run minus before the first payload: hypothesis's own bookkeeping
+included). Exit status 1 when anything crashed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import resource
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from types import FrameType
+from typing import Any
+
+import msgpack
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
+
+from analyzer.ingest.frame_check import REJECTION_REASONS, Rejection, check_frame
+from analyzer.ingest.service import FRAME_SHAPE
+from sensor.errors import WireError
+from sensor.frames import frames_from_samples
+from sensor.wire import MAX_PAYLOAD_BYTES, Frame, encode_frame
+
+log = logging.getLogger("fuzz_payloads")
+
+DEVICE = "fuzz-dev"
+START_NS = 1_796_000_000_000_000_000  # 2026-11-30: any time will do, plausibility is not run
+FULL_SCALE_DB = 120.0
+
+
+# --- valid frames, built by the sensor's own code ------------------------------------------
+@cache
+def real_frames() -> tuple[Frame, ...]:
+    """Frames of a tone, noise, a chirp and silence at 16 and 48 kHz, from ``sensor.frames``."""
+    rng = np.random.default_rng(0)
+    frames: list[Frame] = []
+    for rate in (16000, 48000):
+        t = np.arange(2 * rate) / rate
+        signals = (
+            0.1 * np.sin(2 * np.pi * 500.0 * t),
+            0.05 * rng.standard_normal(t.size),
+            0.2 * np.sin(2 * np.pi * (200.0 + 1500.0 * t) * t),
+            np.zeros(t.size),
+        )
+        for samples in signals:
+            frames.extend(frames_from_samples(samples, rate, FULL_SCALE_DB, DEVICE, START_NS))
+    return tuple(frames)
+
+
+def _varied(draw: st.DrawFn, value: Any, annotation: str) -> Any:
+    """``value`` varied a little, keeping its type: levels by up to 3 dB, arrays value by
+    value, integers (sequence numbers, times) anywhere in their range."""
+    if annotation == "bool":
+        return draw(st.booleans())
+    if annotation == "int":
+        return draw(st.one_of(st.just(value), st.integers(0, 2**63 - 1)))
+    if annotation == "float":
+        return value + draw(st.floats(-3.0, 3.0))
+    if annotation.startswith("np.ndarray"):
+        array = np.asarray(value, dtype=np.float32)
+        noise = draw(st.lists(st.floats(-3.0, 3.0, width=32), min_size=1, max_size=8))
+        return array + np.resize(np.asarray(noise, dtype=np.float32), array.shape)
+    return value
+
+
+@st.composite
+def valid_payloads(draw: st.DrawFn) -> bytes:
+    """A real frame varied field by field (each field independently, by its declared type)
+    and encoded by the wire encoder; the unvaried frame when the encoder refuses the result."""
+    frame = draw(st.sampled_from(real_frames()))
+    changes = {}
+    for spec in draw(st.lists(st.sampled_from(dataclasses.fields(Frame)), max_size=4)):
+        changes[spec.name] = _varied(draw, getattr(frame, spec.name), str(spec.type))
+    try:
+        return encode_frame(dataclasses.replace(frame, **changes))
+    except (WireError, ValueError, TypeError, OverflowError):
+        return encode_frame(frame)
+
+
+# --- corruption ------------------------------------------------------------------------------
+TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=16)
+SCALARS = st.one_of(
+    st.none(), st.booleans(), TEXT, st.binary(max_size=32),
+    st.integers(-(2**63), 2**64 - 1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, -1, 2**63 - 1, 2**63, 2**64 - 1, -(2**63), 1e308, -1e308, 5e-324,
+                     float("nan"), float("inf"), float("-inf"), -0.0]),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(TEXT, st.binary(max_size=8)), inner, max_size=4),
+    ),
+    max_leaves=10,
+)
+NAN_F32_AND_F16 = b"\x00\x00\xc0\x7f"  # NaN as float32, and (0, NaN) as two float16
+INF_F32 = b"\x00\x00\x80\x7f"
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@st.composite
+def array_corruptions(draw: st.DrawFn, raw: bytes) -> bytes:
+    """One of a packed array's faults: truncated, odd length, huge, NaN or inf inside."""
+    kind = draw(st.sampled_from(["cut", "odd", "huge", "nan", "inf", "empty", "doubled"]))
+    if kind == "cut":
+        return raw[: draw(st.integers(0, max(len(raw) - 1, 0)))]
+    if kind == "odd":
+        return raw + b"\x00"
+    if kind == "huge":
+        return draw(st.sampled_from([b"\x00\x3c", b"\xff\x7f\x00\x00", b"\x00"])) * draw(
+            st.integers(1, 40_000))
+    if kind == "empty":
+        return b""
+    if kind == "doubled":
+        return raw + raw
+    at = 4 * draw(st.integers(0, max(len(raw) // 4 - 1, 0)))
+    return raw[:at] + (NAN_F32_AND_F16 if kind == "nan" else INF_F32) + raw[at + 4:]
+
+
+@st.composite
+def field_corruptions(draw: st.DrawFn) -> tuple[str, bytes]:
+    """A valid payload with its fields changed at the map level, packed again."""
+    payload: dict[Any, Any] = msgpack.unpackb(draw(valid_payloads()), raw=False)
+    keys = sorted(payload)
+    kind = draw(st.sampled_from(
+        ["wrong_value", "drop", "extra_key", "array", "nest", "non_finite", "bin_as_str"]))
+    if kind == "wrong_value":
+        for key in draw(st.lists(st.sampled_from(keys), min_size=1, max_size=3)):
+            payload[key] = draw(VALUES)
+    elif kind == "drop":
+        for key in draw(st.lists(st.sampled_from(keys), min_size=1, max_size=3)):
+            payload.pop(key, None)
+    elif kind == "extra_key":
+        payload[draw(st.one_of(TEXT, st.binary(max_size=8)))] = draw(VALUES)
+    elif kind == "array":
+        arrays = [key for key in keys if isinstance(payload[key], bytes)]
+        key = draw(st.sampled_from(arrays))
+        payload[key] = draw(array_corruptions(payload[key]))
+    elif kind == "nest":
+        payload[draw(st.sampled_from(keys))] = _nested(draw(st.integers(1, 400)), 1)
+    elif kind == "non_finite":
+        numbers = [key for key in keys if isinstance(payload[key], float)]
+        payload[draw(st.sampled_from(numbers))] = draw(
+            st.sampled_from([float("nan"), float("inf"), float("-inf"), 1e308]))
+    # bin_as_str: packed without the bin type, so every array arrives as (invalid) text
+    return f"field:{kind}", msgpack.packb(payload, use_bin_type=kind != "bin_as_str")
+
+
+@st.composite
+def byte_corruptions(draw: st.DrawFn) -> tuple[str, bytes]:
+    """A valid payload's bytes truncated, bit-flipped, spliced or padded."""
+    data = bytearray(draw(valid_payloads()))
+    kind = draw(st.sampled_from(["truncate", "bit_flips", "splice", "append", "prepend"]))
+    if kind == "truncate":
+        del data[draw(st.integers(0, len(data) - 1)):]
+    elif kind == "bit_flips":
+        for _ in range(draw(st.integers(1, 16))):
+            data[draw(st.integers(0, len(data) - 1))] ^= 1 << draw(st.integers(0, 7))
+    elif kind == "splice":
+        at = draw(st.integers(0, len(data)))
+        data[at:at + draw(st.integers(0, 16))] = draw(st.binary(min_size=1, max_size=64))
+    elif kind == "append":
+        data += draw(st.binary(min_size=1, max_size=64))
+    else:
+        data[:0] = draw(st.binary(min_size=1, max_size=8))
+    return f"bytes:{kind}", bytes(data)
+
+
+def _bombs() -> list[tuple[str, Callable[[int], bytes]]]:
+    """msgpack that claims or nests far more than it holds; each scaled by ``n``."""
+    return [
+        ("nested_arrays", lambda n: b"\x91" * n + b"\xc0"),
+        ("nested_maps", lambda n: b"\x81\xa1k" * n + b"\xc0"),
+        ("array_claims_4g", lambda n: b"\xdd\xff\xff\xff\xff" + b"\xc0" * (n % 1000)),
+        ("map_claims_4g", lambda n: b"\xdf\xff\xff\xff\xff" + b"\xa1k\xc0" * (n % 1000)),
+        ("str_claims_4g", lambda n: b"\xdb\xff\xff\xff\xff" + b"a" * (n % 1000)),
+        ("bin_claims_4g", lambda n: b"\xc6\xff\xff\xff\xff" + b"a" * (n % 1000)),
+        ("ext_claims_4g", lambda n: b"\xc9\xff\xff\xff\xff\x01" + b"a" * (n % 1000)),
+        ("many_empty_arrays", lambda n: b"\xdd" + min(n, 65_000).to_bytes(4, "big")
+         + b"\x90" * min(n, 65_000)),
+        ("many_keys", lambda n: b"\xdf" + min(n, 6000).to_bytes(4, "big") + b"".join(
+            b"\xa5" + f"{i:05d}".encode() + b"\xc0" for i in range(min(n, 6000)))),
+        ("huge_payload", lambda n: b"\xc6" + (70_000 + n).to_bytes(4, "big") + b"\x00" * (70_000
+                                                                                         + n)),
+    ]
+
+
+BOMBS = _bombs()
+
+
+@st.composite
+def bombs(draw: st.DrawFn) -> tuple[str, bytes]:
+    """A msgpack bomb from BOMBS at a drawn size."""
+    name, make = draw(st.sampled_from(BOMBS))
+    return f"bomb:{name}", make(draw(st.integers(1, 65_000)))
+
+
+def hostile_payloads() -> st.SearchStrategy[tuple[str, bytes]]:
+    """(kind, payload): every kind of corruption above, valid frames and random bytes."""
+    return st.one_of(
+        field_corruptions(),
+        byte_corruptions(),
+        bombs(),
+        valid_payloads().map(lambda data: ("valid", data)),
+        st.binary(max_size=2000).map(lambda data: ("random", data)),
+    )
+
+
+# --- the run ---------------------------------------------------------------------------------
+class Hang(BaseException):
+    """A payload took longer than the hang limit (raised by the interval timer)."""
+
+
+class TimeUp(BaseException):
+    """The run's time limit passed (ends the hypothesis loop; BaseException passes through)."""
+
+
+@dataclass
+class FuzzReport:
+    """What a fuzz run saw."""
+
+    payloads: int = 0
+    accepted: int = 0
+    rejected: Counter[str] = field(default_factory=Counter)
+    kinds: Counter[str] = field(default_factory=Counter)
+    crashes: list[str] = field(default_factory=list)
+    unnamed_rejections: list[str] = field(default_factory=list)  # reason not a known code
+    slowest_s: float = 0.0
+    slowest: str = ""
+    rss_growth_kib: int = 0
+    elapsed_s: float = 0.0
+    stopped_by_time: bool = False
+
+
+def _judge(report: FuzzReport, kind: str, data: bytes, hang_s: float) -> None:
+    started = time.perf_counter()
+    signal.setitimer(signal.ITIMER_REAL, hang_s)
+    try:
+        outcome = check_frame(DEVICE, data, MAX_PAYLOAD_BYTES, FRAME_SHAPE)
+    except Hang:
+        report.crashes.append(f"{kind} ({len(data)} bytes): no answer within {hang_s} s")
+        return
+    except Exception as exc:  # the finding this tool exists for
+        report.crashes.append(f"{kind} ({len(data)} bytes): {type(exc).__name__}: {exc}"[:300])
+        return
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    spent = time.perf_counter() - started
+    if spent > report.slowest_s:
+        report.slowest_s, report.slowest = spent, f"{kind}, {len(data)} bytes"
+    if isinstance(outcome, Rejection):
+        report.rejected[outcome.reason] += 1
+        if (outcome.reason not in REJECTION_REASONS or outcome.reason == "unspecified"
+                or not outcome.message):
+            report.unnamed_rejections.append(f"{kind}: {outcome.reason!r} {outcome.message!r}")
+    else:
+        report.accepted += 1
+
+
+def fuzz(count: int, seed_value: int, time_limit_s: float, hang_s: float = 5.0,
+         progress: Callable[[FuzzReport], None] | None = None) -> FuzzReport:
+    """Send up to ``count`` hostile payloads (fewer if ``time_limit_s`` passes first)."""
+    report = FuzzReport()
+    real_frames()  # built before the clock and the memory baseline start
+
+    def on_alarm(signum: int, frame: FrameType | None) -> None:
+        raise Hang
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    started = time.monotonic()
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    @seed(seed_value)
+    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def one(data: st.DataObject) -> None:
+        if time.monotonic() - started > time_limit_s:
+            raise TimeUp
+        kind, payload = data.draw(hostile_payloads())
+        report.payloads += 1
+        report.kinds[kind.split(":")[0]] += 1
+        _judge(report, kind, payload, hang_s)
+        if progress is not None and report.payloads % 10_000 == 0:
+            progress(report)
+
+    try:
+        one()
+    except TimeUp:
+        report.stopped_by_time = True
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    report.elapsed_s = time.monotonic() - started
+    report.rss_growth_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=100_000, help="payloads to send")
+    parser.add_argument("--seed", type=int, default=23, help="hypothesis seed (reproducible)")
+    parser.add_argument("--time-limit", type=float, default=900.0,
+                        help="stop after this many seconds even if --count is not reached")
+    parser.add_argument("--hang-s", type=float, default=5.0,
+                        help="a payload taking longer than this is counted as a crash")
+    args = parser.parse_args(argv)
+    if args.count < 1 or args.time_limit <= 0 or args.hang_s <= 0:
+        parser.error("--count, --time-limit and --hang-s must be positive")
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    report = fuzz(args.count, args.seed, args.time_limit, args.hang_s,
+                  progress=lambda r: log.info("%d payloads, %d crashes", r.payloads,
+                                              len(r.crashes)))
+    log.info("payloads: %d in %.1f s%s (seed %d)", report.payloads, report.elapsed_s,
+             ", stopped by --time-limit" if report.stopped_by_time else "", args.seed)
+    log.info("by kind: %s", ", ".join(f"{k} {n}" for k, n in sorted(report.kinds.items())))
+    log.info("accepted: %d", report.accepted)
+    log.info("rejected by reason: %s",
+             ", ".join(f"{k} {n}" for k, n in report.rejected.most_common()))
+    log.info("crashes: %d", len(report.crashes))
+    for crash in report.crashes[:20]:
+        log.info("  %s", crash)
+    log.info("rejections without a known reason: %d", len(report.unnamed_rejections))
+    for line in report.unnamed_rejections[:20]:
+        log.info("  %s", line)
+    log.info("slowest payload: %.2f ms (%s)", report.slowest_s * 1000, report.slowest)
+    log.info("peak RSS growth: %.1f MiB", report.rss_growth_kib / 1024)
+    return 1 if report.crashes or report.unnamed_rejections else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
