@@ -116,7 +116,10 @@ def _toml_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return json.dumps(value)
+        # A TOML basic string: JSON's escapes, but characters outside the BMP kept as they
+        # are (JSON's surrogate-pair escapes are not TOML) and DEL escaped (TOML refuses it
+        # raw); an address with an emoji or a DEL was written as an unreadable record.
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     return repr(value)
 
 

@@ -57,6 +57,12 @@ def run_site(args: argparse.Namespace) -> int:
         if not DEVICE_ID_PATTERN.match(args.device):
             raise ConfigError(f"--device {args.device!r} is not a valid device id (lower-case "
                               "letters, digits, '-' and '_', at most 64 characters)")
+        for option, text in (("--address", args.address), ("--installed-by", args.installed_by)):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:  # argv bytes that are not UTF-8 (surrogates)
+                raise ConfigError(f"{option} {text[:60]!r} is not UTF-8 text (the record is "
+                                  "UTF-8, as TOML requires)") from exc
         from datetime import UTC, datetime
 
         try:
