@@ -22,8 +22,8 @@ written to the case file's audit log. 'barkwatch review --describe' lists the co
 keys (deploy/review.example.toml)."""
 
 
-def _config_option(parser: argparse.ArgumentParser, required: bool) -> None:
-    parser.add_argument("--config", metavar="FILE", required=required,
+def _config_option(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--config", metavar="FILE", default=default,
                         help="review configuration (TOML; its cases_db names the case file)")
 
 
@@ -32,7 +32,7 @@ def add_review_parser(subparsers: Any) -> argparse.ArgumentParser:
     review: argparse.ArgumentParser = subparsers.add_parser(
         "review", help="serve evidence review in the browser for officers; add-user",
         description=DESCRIPTION)
-    _config_option(review, required=False)
+    _config_option(review, None)
     review.add_argument("--describe", action="store_true",
                         help="print every configuration key with its default and meaning")
     actions = review.add_subparsers(dest="review_action")
@@ -50,7 +50,7 @@ def add_review_parser(subparsers: Any) -> argparse.ArgumentParser:
     disable.add_argument("username")
     listed = actions.add_parser("users", help="list the accounts")
     for parser in (add, disable, listed):
-        _config_option(parser, required=True)
+        _config_option(parser, argparse.SUPPRESS)  # before or after the action
         parser.add_argument("--by", default=os.environ.get("SUDO_USER")
                             or os.environ.get("USER") or "administrator",
                             help="who makes the change, for the audit log (default: $SUDO_USER"
