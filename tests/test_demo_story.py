@@ -11,9 +11,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile
+from scipy import signal
 
 from analyzer.cli.demo import run_demo
-from analyzer.cli.demo_scene import BARK_GAP_S, bark_free_pieces, make_scene
+from analyzer.cli.demo_scene import (
+    BARK_GAP_S,
+    DEMO_ANNOTATIONS,
+    SCENE_RATE_HZ,
+    bark_free_pieces,
+    load_material,
+    make_scene,
+    upsample,
+)
+from analyzer.offline import read_annotations
 from tests.conftest import sine
 
 RATE = 1000  # the scene's arithmetic does not depend on the rate; small keeps it fast
@@ -68,17 +78,41 @@ def test_scene_is_the_same_every_run_and_another_seed_gives_another() -> None:
     assert make_scene(audio, RATE, spans, seed=1).bark_spans_s != first.bark_spans_s
 
 
+def test_the_scene_material_is_the_bundled_recording_upsampled_to_the_deployment_rate() -> None:
+    audio, rate_hz, spans = load_material()
+    assert rate_hz == SCENE_RATE_HZ == 48000
+    assert len(audio) == 150 * 48000  # the 150 s recording, every second of it
+    assert spans == read_annotations(DEMO_ANNOTATIONS)  # in seconds: unchanged
+
+
+def test_upsampling_keeps_a_1_khz_tone_level_and_adds_nothing_above_8_khz() -> None:
+    """Known answers: a unit-RMS 1 kHz sine at 16 kHz keeps its level at 48 kHz (0.01 dB),
+    and white noise at 16 kHz (the whole 0-8 kHz band full) puts no energy above 8.2 kHz
+    within 100 dB of its total."""
+    t = np.arange(2 * 16000) / 16000
+    tone = upsample(np.sqrt(2.0) * np.sin(2.0 * np.pi * 1000.0 * t), 16000)
+    middle = tone[len(tone) // 4 : 3 * len(tone) // 4]
+    assert 10.0 * np.log10(np.mean(middle**2)) == pytest.approx(0.0, abs=0.01)
+    noise = upsample(np.random.default_rng(3).standard_normal(4 * 16000), 16000)
+    frequencies_hz, spectrum = signal.welch(noise, 48000, nperseg=4096)  # Hann: no leakage
+    above_db = 10.0 * np.log10(spectrum[frequencies_hz > 8200.0].sum() / spectrum.sum())
+    assert above_db < -100.0
+
+
 def _pdf_text(path: Path) -> str:
     return subprocess.run(["pdftotext", str(path), "-"], capture_output=True, text=True,
                           check=True, timeout=60).stdout
 
 
 def test_demo_links_a_verified_continuous_finding_and_writes_the_report(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     out = tmp_path / "report"
     assert run_demo(out=str(out)) == 0
     printed = capsys.readouterr().out
+    # Measured at the deployment rate, so the sensor code warns of no class 1 shortfall.
+    assert "s of audio at 48000 Hz)" in printed
+    assert not [r.getMessage() for r in caplog.records if "class 1" in r.getMessage()]
     linked = re.findall(r"evidence +(\w+) demo-0001 .* digest ([0-9a-f]{64}): (.+)", printed)
     assert [(rule, state) for rule, _, state in linked] == [("continuous", "VERIFIED")]
     digest = linked[0][1]

@@ -26,7 +26,14 @@ from pathlib import Path
 from types import FrameType
 
 from analyzer.acoustics import site_template
-from analyzer.cli.demo_scene import DEMO_RECORDING, Scene, load_material, make_scene, write_scene
+from analyzer.cli.demo_scene import (
+    DEMO_RECORDING,
+    Scene,
+    load_material,
+    make_scene,
+    recording_rate_hz,
+    write_scene,
+)
 from analyzer.cli.demo_story import tell_case_story
 from analyzer.config import AnalyzerConfig
 from analyzer.deploy import Services
@@ -204,16 +211,20 @@ def _replay(path: Path, scene: Scene | None, site_record: str, workdir: Path,
         )
         start_ns = time.time_ns() - round(source.duration_s * 1e9)
         _say(
-            f"[3/4] replaying {path.name} ({source.duration_s:.0f} s of audio) through the "
+            f"[3/4] replaying {path.name} ({source.duration_s:.0f} s of audio at "
+            f"{source.sample_rate} Hz) through the "
             f"sensor as device {DEMO_DEVICE}, calibration assumed: an RMS of digital full "
             f"scale reads {calibration.full_scale_db:g} dB SPL (full_scale_db) ..."
         )
         if scene is not None:
+            recorded_hz = recording_rate_hz(DEMO_RECORDING)
             _say(
                 f"      the scene was made from {DEMO_RECORDING.name} (seeded: the same every "
                 f"run): {len(scene.bark_spans_s)} of its barks over "
                 f"{scene.barking_s / 60:.1f} min, gaps up to {scene.longest_gap_s:.0f} s, in "
-                "its bark-free background"
+                f"its bark-free background;\n      mixed at {scene.rate_hz} Hz (the deployment "
+                f"rate) after a band-limited upsampling of the {recorded_hz} Hz recording, so "
+                f"it holds nothing above {recorded_hz // 2} Hz"
             )
         started = time.monotonic()
         stats = run_node(
