@@ -36,7 +36,8 @@ DEMO_RECORDING = DEMO_DIR / "example.flac"
 DEMO_ANNOTATIONS = DEMO_DIR / "example.annotations.csv"
 
 SCENE_RATE_HZ = 48_000
-"""The rate the scene is mixed and replayed at: the deployment capture rate (docs/DEPLOY.md)."""
+"""The rate the scene is mixed and replayed at: the deployment capture rate (docs/MEASUREMENT.md,
+"Why the capture rate matters")."""
 SCENE_SEED = 20_261_201
 LEAD_S = 20.0
 # More than 420 s (subd. 5, seven minutes) by a minute, so a bark the detector misses at
