@@ -217,9 +217,14 @@ def test_plot_data_is_downsampled_by_influxdb_to_the_point_budget(server: Server
                                       f"from={from_ms}&to={from_ms + 6000 * 1000}")
     data = json.loads(body)
     assert status == 200 and data["interval_s"] == 5  # 6,000 s / 1,500 points -> 5 s
-    assert data["level_points"] == 6000 and len(data["levels"]) == 6000 // 5
+    assert data["level_points"] is None and len(data["levels"]) == 6000 // 5
     assert data["levels"][0][1:] == [(70.0 + 4 * 42.0) / 5, 78.0]  # a bark, then quiet
     assert len(data["events"]) == len(evening_barks())
+    _, _, body = browser.request(f"/cases/{server.case.complaint}/findings/1/data?"
+                                 f"from={from_ms}&to={from_ms + 600 * 1000}")
+    fine = json.loads(body)
+    assert fine["interval_s"] == 1 and fine["level_points"] == 600  # each frame itself
+    assert [row[1] for row in fine["levels"][:21]] == [70.0] + [42.0] * 19 + [70.0]
 
 
 def test_a_plot_range_out_of_bounds_is_refused_with_the_reason(server: Server) -> None:

@@ -61,6 +61,8 @@ class Review:
         self.verifier = LinkVerifier(self.client, settings.verification_reuse_s, clock)
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.globals["format_time"] = format_time
+        self.templates.env.filters["ago"] = ago
+        self.templates.env.filters["percent"] = percent
 
     def case_file(self) -> CaseFile:
         """The case file, opened for one request."""
@@ -82,6 +84,23 @@ class Review:
         """An error page that says what was wrong."""
         return self.render(request, "error.html", {"status": status_code, "message": message},
                            status_code)
+
+
+def ago(seconds: float) -> str:
+    """``42 s``, ``12 min``, ``5.0 h``, ``182 days``: how long ago, readably."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
+def percent(fraction: float) -> str:
+    """A fraction as a percentage that does not round a little coverage down to nothing."""
+    value = 100.0 * fraction
+    return f"{value:.1f} %" if value >= 1 or value == 0 else f"{value:.2g} %"
 
 
 def client_address(request: Request) -> str:

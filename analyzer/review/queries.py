@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from analyzer.cases import CITY_ZONE
 from analyzer.errors import AnalyzerError
 from analyzer.store import InfluxClient
 from sensor.wire import DEVICE_ID_PATTERN
@@ -66,7 +67,7 @@ class PlotData:
     events: list[dict[str, Any]]  # each event, or [] when counted per bucket
     event_counts: list[list[int]]  # [t_ms, events] per bucket when too many to list
     progress: list[list[Any]]  # [t_ms, longest episode_s, longest stretch_s] per bucket
-    level_points: int  # frames stored in range (the data behind the buckets)
+    level_points: int | None  # frames stored in range when buckets are 1 s (None: not counted)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON the finding page's script draws."""
@@ -82,10 +83,11 @@ def plot_data(client: InfluxClient, device_id: str, start_ns: int, end_ns: int,
     where = f"{device_clause(device_id)} AND time >= {start_ns} AND time < {end_ns}"
     width = interval_s(end_ns - start_ns, max_points)
     group = f"GROUP BY time({width}s) fill(none)"
-    rows = _values(client.query(f"SELECT mean(laeq_db), max(lafmax_db), count(laeq_db) FROM "
-                                f"level WHERE {where} {group}"))
-    levels = [[_ms(t), _round(mean), _round(peak)] for t, mean, peak, _ in rows]
-    level_points = sum(int(n) for *_, n in rows)
+    # Two aggregates, each one pass over the points in range (a week: 604,800): the frames
+    # behind each bucket are counted only when the buckets are single seconds.
+    levels = [[_ms(t), _round(mean), _round(peak)] for t, mean, peak in _values(client.query(
+        f"SELECT mean(laeq_db), max(lafmax_db) FROM level WHERE {where} {group}"))]
+    level_points = len(levels) if width == 1 else None
     total = _values(client.query(f"SELECT count(duration_s) FROM dog_event WHERE {where}"))
     events: list[dict[str, Any]] = []
     counts: list[list[int]] = []
@@ -117,7 +119,7 @@ class DeviceState:
     calibration_date: str
     full_scale_db: float | None
     last_heartbeat: dict[str, Any] = field(default_factory=dict)
-    coverage: list[tuple[int, float]] = field(default_factory=list)  # (day start ns, 0..1)
+    coverage: list[tuple[int, float]] = field(default_factory=list)  # (Chicago day, 0..1)
     covered_s: int = 0
     span_s: int = 0
 
@@ -133,7 +135,8 @@ HEARTBEAT_FIELDS = ("clock_synchronised", "outbox_backlog", "lost_samples", "sof
 
 def device_state(client: InfluxClient, device_id: str, placed_ns: int,
                  until_ns: int) -> DeviceState:
-    """Status, last frame, calibration and coverage per day while the device was placed."""
+    """Status, last frame, calibration and coverage per America/Chicago day (the days an
+    officer reads) while the device was placed."""
     clause = device_clause(device_id)
     status = _values(client.query(f"SELECT last(online) FROM sensor_status WHERE {clause}"))
     last = _values(client.query(
@@ -150,7 +153,7 @@ def device_state(client: InfluxClient, device_id: str, placed_ns: int,
     if span_s:
         rows = _values(client.query(
             f"SELECT count(laeq_db) FROM level WHERE {clause} AND time >= {placed_ns} AND "
-            f"time < {until_ns} GROUP BY time(1d) fill(0)"))
+            f"time < {until_ns} GROUP BY time(1d) fill(0) tz('{CITY_ZONE.key}')"))
         for t, n in rows:
             day_start = max(int(t), placed_ns)
             day_end = min(int(t) + 86400 * NS, until_ns)

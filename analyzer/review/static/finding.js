@@ -131,7 +131,8 @@
     svg.dataset.levelBuckets = String(data.levels.length);
     status.textContent = chicagoDay.format(new Date(range.from)) + " to " +
       chicagoDay.format(new Date(range.to)) + " · interval " + data.interval_s + " s · " +
-      data.levels.length + " level points from " + data.level_points + " frames · " +
+      data.levels.length + " level points" +
+      (data.level_points === null ? "" : " from " + data.level_points + " frames") + " · " +
       shown + " events";
   }
 
