@@ -17,6 +17,11 @@ What a PUBACK means for a frame (see :func:`puback_outcome`):
 Under MQTT 3.1.1 a broker acknowledges a denied publish as a success, so denials are
 invisible there: use MQTT 5 (the default).
 
+A broker that crashes loses what it acknowledged since it last wrote its persistence file
+(Mosquitto: every ``autosave_interval``, 30 s in ``broker_config/barkwatch.conf``). So frames
+acknowledged within :data:`RESEND_WINDOW_S` are kept in memory and put back into the outbox
+after every reconnect, to be sent again; the analyzer drops the duplicates (issue 23).
+
 The status topic carries ``online`` (retained) after each connect and ``offline`` through
 the Last Will when the connection dies.
 
@@ -34,6 +39,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -52,6 +58,9 @@ from sensor.wire import frame_topic, heartbeat_topic, status_topic
 log = logging.getLogger(__name__)
 
 NOT_AUTHORIZED = 135  # MQTT 5 reason code: the ACL refuses this topic to this user
+# Twice the broker's autosave_interval (broker_config/barkwatch.conf), so the writing of one
+# save may take as long as the interval itself.
+RESEND_WINDOW_S = 60.0
 PROTOCOLS = {"mqttv5": mqtt.MQTTv5, "mqttv311": mqtt.MQTTv311}
 
 
@@ -157,6 +166,10 @@ class FramePublisher:
         self._retry_delay_s = 0.0
         self._retry_at = 0.0
         self._inflight: dict[int, int] = {}
+        self._payloads: dict[int, bytes] = {}  # seq -> payload of frames in flight
+        self._recent: deque[tuple[float, int, bytes]] = deque()  # acknowledged: (when, seq, ..)
+        self._reconnected = threading.Event()
+        self.resent = 0
         self._connected = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="publisher", daemon=True)
@@ -176,6 +189,8 @@ class FramePublisher:
             self._reload_password(client)
             return
         self.connects += 1
+        if self.connects > 1:
+            self._reconnected.set()
         log.info("connected to broker %s:%d", self.settings.host, self.settings.port)
         client.publish(status_topic(self.device_id), "online", qos=1, retain=True)
         self._connected.set()
@@ -267,6 +282,7 @@ class FramePublisher:
             "denied": self.denied,
             "inflight": self.inflight(),
             "connects": self.connects,
+            "resent": self.resent,
             **self.link.status().fields(),
         }
         document.update(self.health())
@@ -276,6 +292,9 @@ class FramePublisher:
         next_heartbeat = time.monotonic()
         while not self._stop.is_set():
             self._collect_acks()
+            if self._reconnected.is_set():
+                self._reconnected.clear()
+                self._resend_recent()
             if self.connected and time.monotonic() >= next_heartbeat:
                 payload = json.dumps(self.heartbeat(), sort_keys=True)
                 self.client.publish(heartbeat_topic(self.device_id), payload, qos=1, retain=True)
@@ -298,8 +317,11 @@ class FramePublisher:
                 if outcome is not PubackOutcome.STORED:
                     log.warning("broker refused a status or heartbeat (reason %d)", reason_code)
                 continue
+            payload = self._payloads.pop(seq, None)
             if outcome is PubackOutcome.STORED:
                 done.append(seq)
+                if payload is not None:
+                    self._recent.append((time.monotonic(), seq, payload))
                 self.acknowledged += 1
                 self._retry_delay_s = 0.0
             elif outcome is PubackOutcome.DENIED:
@@ -326,6 +348,19 @@ class FramePublisher:
                 )
         if done:
             self.outbox.delete(done)
+        while self._recent and time.monotonic() - self._recent[0][0] > RESEND_WINDOW_S:
+            self._recent.popleft()
+
+    def _resend_recent(self) -> None:
+        """After a reconnect: put the frames acknowledged within RESEND_WINDOW_S back into
+        the outbox (a crashed broker may have lost them; the analyzer drops duplicates)."""
+        for _, seq, payload in self._recent:
+            self.outbox.put(seq, payload)
+        if self._recent:
+            log.info("reconnected: %d frame(s) acknowledged in the last %.0f s go out again, "
+                     "in case the broker lost them", len(self._recent), RESEND_WINDOW_S)
+        self.resent += len(self._recent)
+        self._recent.clear()
 
     def _publish_waiting(self) -> int:
         room = self.max_inflight - len(self._inflight)
@@ -342,5 +377,6 @@ class FramePublisher:
                 break
             # NO_CONN: paho keeps QoS 1 messages and sends them after reconnecting.
             self._inflight[info.mid] = seq
+            self._payloads[seq] = payload
             self.published += 1
         return len(rows)
