@@ -1,4 +1,5 @@
-"""Officers' accounts in the case file and the audit of what they read (no server, no browser)."""
+"""The review application's parts without a server or a browser: officers' accounts in the
+case file, the audit of what they read, the sign-in limiter, plot intervals and Chicago days."""
 
 from __future__ import annotations
 
@@ -6,8 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from analyzer.cases import CaseError, CaseFile, add_account, disable_account, find_account
+from analyzer.cases import (
+    CaseError,
+    CaseFile,
+    add_account,
+    disable_account,
+    find_account,
+    parse_local_time,
+)
+from analyzer.review.app import ago, percent
 from analyzer.review.passwords import hash_password, verify_password
+from analyzer.review.queries import chicago_midnight_ns, interval_s
 from analyzer.review.ratelimit import LoginLimiter
 
 NS = 1_000_000_000
@@ -94,3 +104,27 @@ def test_a_successful_sign_in_clears_the_accounts_failures() -> None:
     limiter.succeeded("lund")
     limiter.failed("lund", "127.0.0.1", now_s=2.0)
     assert limiter.refusal("lund", "127.0.0.1", now_s=3.0) is None
+
+
+@pytest.mark.parametrize(("span_s", "points", "expected_s"), [
+    (840, 1500, 1), (6000, 1500, 5), (7 * 86400, 1500, 600), (7 * 86400, 100, 7200),
+    (400 * 86400, 100, 86400)])
+def test_the_plot_interval_is_the_finest_that_keeps_to_the_point_budget(
+        span_s: int, points: int, expected_s: int) -> None:
+    assert interval_s(span_s * NS, points) == expected_s
+
+
+def test_chicago_days_start_at_local_midnight_and_the_day_clocks_go_back_lasts_25_hours(
+        ) -> None:
+    assert chicago_midnight_ns(parse_local_time("2026-06-01 23:59")) == \
+        parse_local_time("2026-06-01 00:00")
+    start = chicago_midnight_ns(parse_local_time("2026-11-01 12:00"))
+    end = chicago_midnight_ns(start + 26 * 3600 * NS)
+    assert (end - start) // NS == 25 * 3600
+
+
+def test_ages_and_small_percentages_read_as_an_officer_expects() -> None:
+    assert [ago(s) for s in (42, 720, 18000, 15775497)] == ["42 s", "12 min", "5.0 h",
+                                                           "183 days"]
+    assert [percent(f) for f in (0.0, 0.0004, 0.5, 1.0)] == ["0.0 %", "0.04 %", "50.0 %",
+                                                             "100.0 %"]

@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from analyzer.cases import CaseError, CaseFile, format_time
 from analyzer.errors import AnalyzerError, InfluxUnavailable
 from analyzer.review import pages, recording, signin
+from analyzer.review.queries import DailyFrames
 from analyzer.review.sessions import CSRF_FIELD, OfficerSession, SessionRegistry, csrf_matches
 from analyzer.review.settings import ReviewSettings, session_key
 from analyzer.review.verification import LinkVerifier
@@ -59,6 +60,7 @@ class Review:
                                     settings.max_failures_per_address,
                                     settings.failure_window_s)
         self.verifier = LinkVerifier(self.client, settings.verification_reuse_s, clock)
+        self.day_frames = DailyFrames(self.client, settings.verification_reuse_s, clock)
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.globals["format_time"] = format_time
         self.templates.env.filters["ago"] = ago

@@ -207,6 +207,7 @@ def devices_page(review: Review, request: Request, session: OfficerSession) -> R
     states = []
     for p in placements:
         until = min(p.removed_ns, now) if p.removed_ns is not None else now
-        states.append((p, device_state(review.client, p.device_id, p.placed_ns, until)))
+        states.append((p, device_state(review.client, p.device_id, p.placed_ns, until,
+                                       review.day_frames)))
     return review.render(request, "devices.html", {"address": address, "states": states,
                                                    "now_ns": now})

@@ -7,7 +7,10 @@ integer ns. Schema: README, "InfluxDB schema".
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from analyzer.cases import CITY_ZONE
@@ -133,10 +136,57 @@ HEARTBEAT_FIELDS = ("clock_synchronised", "outbox_backlog", "lost_samples", "sof
                     "uptime_s")
 
 
-def device_state(client: InfluxClient, device_id: str, placed_ns: int,
-                 until_ns: int) -> DeviceState:
+def chicago_midnight_ns(ns: int) -> int:
+    """The start of the America/Chicago day that holds ``ns``."""
+    day = datetime.fromtimestamp(ns / NS, tz=CITY_ZONE).date()
+    return int(datetime(day.year, day.month, day.day, tzinfo=CITY_ZONE).timestamp()) * NS
+
+
+def frames_per_day(client: InfluxClient, device_id: str, start_ns: int,
+                   end_ns: int) -> list[tuple[int, int]]:
+    """(Chicago day start ns, frames stored that day within [start_ns, end_ns))."""
+    rows = _values(client.query(
+        f"SELECT count(laeq_db) FROM level WHERE {device_clause(device_id)} AND time >= "
+        f"{start_ns} AND time < {end_ns} GROUP BY time(1d) fill(0) tz('{CITY_ZONE.key}')"))
+    return [(int(t), int(n)) for t, n in rows]
+
+
+class DailyFrames:
+    """Frames per Chicago day, for the devices page. Counting a week is one pass over 604,800
+    points, so the days before today are reused for ``reuse_s`` seconds (a frame that
+    arrives late for an earlier day shows once that has passed); today is counted each time."""
+
+    def __init__(self, client: InfluxClient, reuse_s: float, clock: Callable[[], int]) -> None:
+        self.client = client
+        self.reuse_ns = round(reuse_s * NS)
+        self.clock = clock
+        self._memo: dict[tuple[str, int, int], tuple[list[tuple[int, int]], int]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, device_id: str, start_ns: int, end_ns: int) -> list[tuple[int, int]]:
+        today = chicago_midnight_ns(end_ns)
+        past: list[tuple[int, int]] = []
+        if start_ns < today:
+            key, now = (device_id, start_ns, today), self.clock()
+            with self._lock:
+                made = self._memo.get(key)
+            if made is not None and now - made[1] < self.reuse_ns:
+                past = made[0]
+            else:
+                past = frames_per_day(self.client, device_id, start_ns, today)
+                with self._lock:
+                    self._memo[key] = (past, now)
+        recent = frames_per_day(self.client, device_id, max(start_ns, today), end_ns) \
+            if end_ns > max(start_ns, today) else []
+        return past + recent
+
+
+def device_state(client: InfluxClient, device_id: str, placed_ns: int, until_ns: int,
+                 day_frames: Callable[[str, int, int], list[tuple[int, int]]] | None = None,
+                 ) -> DeviceState:
     """Status, last frame, calibration and coverage per America/Chicago day (the days an
-    officer reads) while the device was placed."""
+    officer reads) while the device was placed; ``day_frames`` counts frames per day
+    (default :func:`frames_per_day`, a query each time)."""
     clause = device_clause(device_id)
     status = _values(client.query(f"SELECT last(online) FROM sensor_status WHERE {clause}"))
     last = _values(client.query(
@@ -151,15 +201,14 @@ def device_state(client: InfluxClient, device_id: str, placed_ns: int,
     covered = 0
     span_s = max(0, (until_ns - placed_ns) // NS)
     if span_s:
-        rows = _values(client.query(
-            f"SELECT count(laeq_db) FROM level WHERE {clause} AND time >= {placed_ns} AND "
-            f"time < {until_ns} GROUP BY time(1d) fill(0) tz('{CITY_ZONE.key}')"))
-        for t, n in rows:
-            day_start = max(int(t), placed_ns)
-            day_end = min(int(t) + 86400 * NS, until_ns)
+        count = day_frames or (lambda *a: frames_per_day(client, *a))
+        for t, n in count(device_id, placed_ns, until_ns):
+            day_start = max(t, placed_ns)
+            # A day is 23 or 25 h at a daylight-saving change: its length, not 24 h.
+            day_end = min(chicago_midnight_ns(t + 26 * 3600 * NS), until_ns)
             seconds = max(1, (day_end - day_start) // NS)
-            days.append((int(t), min(1.0, int(n) / seconds)))
-            covered += int(n)
+            days.append((t, min(1.0, n / seconds)))
+            covered += n
     return DeviceState(
         device_id,
         online=bool(status[0][1]) if status else None,

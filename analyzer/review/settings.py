@@ -43,7 +43,8 @@ class ReviewSettings:
                                "for (GROUP BY time sized to fit)", 100, 20000)
     verification_reuse_s: float = setting(
         60.0, "a link verified this recently is shown with that check and its time instead "
-        "of being recomputed again; 0: recompute on every view", 0.0, 3600.0)
+        "of being recomputed again, and a device's frames counted per past day are reused "
+        "as long; 0: recompute on every view", 0.0, 3600.0)
     influx: InfluxSettings = setting(InfluxSettings(), "database")
 
 
