@@ -56,6 +56,7 @@ from training.fit import (
     teacher_targets,
     training_subset,
 )
+from training.head_cli import add_head_parser, run_head
 from training.network import (
     ARCHITECTURE,
     DROPOUT,
@@ -363,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     handlers: dict[str, tuple[Command, argparse.ArgumentParser]] = {
         "trainset": (run_trainset, add_trainset_parser(commands)),
         "fit": (run_fit, add_fit_parser(commands)),
+        "head": (run_head, add_head_parser(commands)),
     }
     args = parser.parse_args(argv)
     run, command_parser = handlers[args.command]

@@ -1,0 +1,132 @@
+"""``barkwatch-train head``: fit the dog head on YAMNet's outputs, evaluate it leaving one source
+out, and write it with its metrics.
+
+    barkwatch-train head --corpus ../shared/corpus/train --corpus ../shared/corpus/extra \\
+        [--out models/dog_head.npz] [--hidden 0] [--fusion learned] [--seed 1]
+
+Builds (or reads from ``~/.cache/barkwatch/head``) the mixed training streams, the clean clips
+and the soundscapes (:mod:`training.head_data`; about an hour on one loaded core the first
+time), runs the leave-one-source-out evaluation (:mod:`training.head_eval`) of the head recipe
+against the bundled CNN and untouched YAMNet, fits the shipped head on every source, stores the
+fusion weights and the event thresholds chosen in that evaluation in the head file, and writes
+the evaluation beside it (``OUT`` with ``.metrics.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from analyzer.detect.head import DEFAULT_HEAD_PATH, DogHead
+from training import head_data
+from training.head import HeadRecipe, fit_head
+from training.head_eval import evaluate
+
+log = logging.getLogger(__name__)
+
+HEAD_MAJOR = "1.0"
+
+
+def add_head_parser(commands: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "head", help="fit the dog head on YAMNet embeddings, evaluate it leaving one source out",
+        description="Fit the dog head (YAMNet embeddings and class scores -> dog score per "
+        "patch) with mixed streams, evaluate it leaving one source out against the CNN and "
+        "untouched YAMNet, and write it with its metrics.",
+    )  # fmt: skip
+    parser.add_argument("--corpus", type=Path, action="append", required=True, metavar="DIR",
+                        help="folder with manifest.csv and audio (repeatable)")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=DEFAULT_HEAD_PATH,
+                        help="head file to write (default %(default)s)")  # fmt: skip
+    parser.add_argument(
+        "--hidden",
+        type=int,
+        default=0,
+        help="hidden units of the head; 0 = logistic (default %(default)s)",
+    )
+    parser.add_argument(
+        "--no-class-scores",
+        action="store_true",
+        help="the head reads the embedding only, not YAMNet's class scores",
+    )
+    parser.add_argument(
+        "--fusion",
+        choices=("learned", "max"),
+        default="learned",
+        help="how the head's score joins the CNN's (default %(default)s)",
+    )
+    parser.add_argument("--epochs", type=int, default=8, help="training epochs")
+    parser.add_argument("--seed", type=int, default=1, help="seed of every draw")
+    parser.add_argument(
+        "--dog-copies", type=int, default=5, help="mixed streams per dog clip (default %(default)s)"
+    )
+    parser.add_argument(
+        "--other-copies",
+        type=int,
+        default=2,
+        help="mixed streams per other clip (default %(default)s)",
+    )
+    return parser
+
+
+def head_version(head: DogHead) -> str:
+    """``dog-head-<major>-<digest of the weights and fusion>``."""
+    digest = hashlib.sha256()
+    for w, b in head.layers:
+        digest.update(w.tobytes())
+        digest.update(b.tobytes())
+    if head.fusion is not None:
+        digest.update(np.asarray(head.fusion, np.float64).tobytes())
+    return f"dog-head-{HEAD_MAJOR}-{digest.hexdigest()[:8]}"
+
+
+def run_head(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    for folder in args.corpus:
+        if not (folder / "manifest.csv").is_file():
+            parser.error(f"--corpus {folder}: no manifest.csv there")
+    if args.hidden < 0 or args.epochs < 1:
+        parser.error("--hidden must be 0 or more and --epochs at least 1")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("sensor").setLevel(logging.ERROR)  # 16 kHz corpus: a known warning
+    started = time.monotonic()
+    corpora = list(args.corpus)
+    name = f"train-v2-s{args.seed}-d{args.dog_copies}-o{args.other_copies}"
+    train = head_data.cached(corpora, name, head_data.build_training_streams, args.seed,
+                             args.dog_copies, args.other_copies)  # fmt: skip
+    clean = head_data.cached(corpora, "clean", head_data.build_clean_clips)
+    scapes = head_data.cached(corpora, f"soundscapes-s{args.seed}",
+                              head_data.build_soundscapes, args.seed)  # fmt: skip
+    recipe = HeadRecipe(args.hidden, not args.no_class_scores, args.epochs, args.seed)
+    report, fusion = evaluate(train, clean, scapes, recipe)
+    detector = "fused_learned" if args.fusion == "learned" else "fused_max"
+    chosen = report["soundscapes"][detector]["chosen"]
+    fitted = fit_head(train, np.arange(len(train.patch_labels)), recipe, "unnamed")
+    head = dataclasses.replace(
+        fitted, fusion=fusion if args.fusion == "learned" else None,
+        on_threshold=chosen["on"], off_threshold=chosen["off"],
+    )  # fmt: skip
+    head = dataclasses.replace(head, version=head_version(head))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    head.save(args.out)
+    report |= {
+        "head_version": head.version, "shipped_detector": detector, "thresholds": chosen,
+        "corpora": [str(c) for c in corpora], "training_streams": len(train.meta),
+        "training_patches": int(np.sum(train.patch_labels >= 0)),
+        "command": "barkwatch-train head " + " ".join(
+            f"--corpus {c}" for c in corpora) + f" --hidden {args.hidden} --fusion "
+            f"{args.fusion} --seed {args.seed} --epochs {args.epochs}"
+            + (" --no-class-scores" if args.no_class_scores else ""),
+        "seconds": round(time.monotonic() - started),
+    }  # fmt: skip
+    metrics = args.out.with_suffix(".metrics.json")
+    metrics.write_text(json.dumps(report, indent=1) + "\n")
+    log.info("wrote %s (%s) and %s", args.out, head.version, metrics)
+    return 0
