@@ -5,11 +5,12 @@ out, and write it with its metrics.
         [--out models/dog_head.npz] [--hidden 0] [--fusion learned] [--seed 1]
 
 Builds (or reads from ``~/.cache/barkwatch/head``) the mixed training streams, the clean clips
-and the soundscapes (:mod:`training.head_data`; about an hour on one loaded core the first
-time), runs the leave-one-source-out evaluation (:mod:`training.head_eval`) of the head recipe
-against the bundled CNN and untouched YAMNet, fits the shipped head on every source, stores the
-fusion weights and the event thresholds chosen in that evaluation in the head file, and writes
-the evaluation beside it (``OUT`` with ``.metrics.json``).
+and the soundscapes (:mod:`training.head_data`; about an hour on two loaded cores the first
+time; the heads of the leave-one-source-out folds are cached there too), runs the
+leave-one-source-out evaluation (:mod:`training.head_eval`) of the head recipe against the
+bundled CNN and untouched YAMNet, fits the shipped head on every source, stores the fusion
+weights and the event thresholds chosen in that evaluation in the head file, and writes the
+evaluation beside it (``OUT`` with ``.metrics.json``).
 """
 
 from __future__ import annotations
@@ -66,12 +67,12 @@ def add_head_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=int, default=8, help="training epochs")
     parser.add_argument("--seed", type=int, default=1, help="seed of every draw")
     parser.add_argument(
-        "--dog-copies", type=int, default=5, help="mixed streams per dog clip (default %(default)s)"
+        "--dog-copies", type=int, default=3, help="mixed streams per dog clip (default %(default)s)"
     )
     parser.add_argument(
         "--other-copies",
         type=int,
-        default=2,
+        default=1,
         help="mixed streams per other clip (default %(default)s)",
     )
     return parser
@@ -105,7 +106,8 @@ def run_head(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     scapes = head_data.cached(corpora, f"soundscapes-s{args.seed}",
                               head_data.build_soundscapes, args.seed)  # fmt: skip
     recipe = HeadRecipe(args.hidden, not args.no_class_scores, args.epochs, args.seed)
-    report, fusion = evaluate(train, clean, scapes, recipe)
+    folds = head_data.cache_path(corpora, f"heads-{name}-{recipe.name}-e{args.epochs}")
+    report, fusion = evaluate(train, clean, scapes, recipe, folds.with_suffix(""))
     detector = "fused_learned" if args.fusion == "learned" else "fused_max"
     chosen = report["soundscapes"][detector]["chosen"]
     fitted = fit_head(train, np.arange(len(train.patch_labels)), recipe, "unnamed")

@@ -22,7 +22,7 @@ import dataclasses
 import functools
 import logging
 import time
-from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,39 +45,38 @@ FEED_STEPS = 50  # the live pipeline feeds the tracker one second at a time
 MAX_FALSE_ALARMS_PER_HOUR = 1.0  # the issue's goal
 
 
-@dataclass
-class OutOfSource:
-    """Head patch scores from heads that never saw the stream's source, per stream."""
-
-    train: dict[int, np.ndarray] = field(default_factory=dict)
-    clean: dict[int, np.ndarray] = field(default_factory=dict)
-    scapes: dict[int, np.ndarray] = field(default_factory=dict)
-
-
-def _patch_scores(head: DogHead, data: StreamSet, stream: int) -> np.ndarray:
-    p0, p1 = int(data.patch_offsets[stream]), int(data.patch_offsets[stream + 1])
-    return head.patch_scores(data.emb[p0:p1].astype(np.float32), data.ys[p0:p1])
-
-
-def out_of_source_scores(train: StreamSet, clean: StreamSet, scapes: StreamSet,
-                         recipe: HeadRecipe) -> OutOfSource:  # fmt: skip
-    """Per source, a head without it scores its training streams, clips and soundscapes."""
-    sources = sorted({m["source"] for m in clean.meta})
+def fold_heads(train: StreamSet, sources: list[str], recipe: HeadRecipe,
+               cache: Path | None = None) -> dict[str, DogHead]:  # fmt: skip
+    """Per source, a head fitted without any stream whose clip or background came from it
+    (kept in ``cache``, a folder, when given: fitting is seeded, so a cached head is the head)."""
     patch_stream = train.patch_stream_index()
-    result = OutOfSource()
+    heads = {}
     started = time.monotonic()
     for k, source in enumerate(sources, 1):
+        path = cache / f"{source.replace('/', '__')}.npz" if cache else None
+        if path is not None and path.is_file():
+            heads[source] = DogHead.load(path)
+            continue
         excluded = np.array([m["source"] == source or source in m["background_sources"]
                              for m in train.meta])  # fmt: skip
         patches = np.flatnonzero(~excluded[patch_stream])
-        head = fit_head(train, patches, recipe, f"loso-{source}")
-        for data, into in ((train, result.train), (clean, result.clean), (scapes, result.scapes)):
-            for i, meta in enumerate(data.meta):
-                if meta["source"] == source:
-                    into[i] = _patch_scores(head, data, i)
-        log.info("%s: fold %d/%d (%s) done, %.0f s", recipe.name, k, len(sources), source,
-                 time.monotonic() - started)  # fmt: skip
-    return result
+        heads[source] = fit_head(train, patches, recipe, f"loso-{source}")
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            heads[source].save(path)
+        log.info("%s: fold %d/%d (%s, %d patches) fitted, %.0f s", recipe.name, k, len(sources),
+                 source, patches.size, time.monotonic() - started)  # fmt: skip
+    return heads
+
+
+def out_of_source(heads: dict[str, DogHead], data: StreamSet) -> dict[int, np.ndarray]:
+    """Each stream's patch scores by the head that never saw its source."""
+    out = {}
+    for i, meta in enumerate(data.meta):
+        p0, p1 = int(data.patch_offsets[i]), int(data.patch_offsets[i + 1])
+        out[i] = heads[meta["source"]].patch_scores(data.emb[p0:p1].astype(np.float32),
+                                                    data.ys[p0:p1])  # fmt: skip
+    return out
 
 
 def learned_fusion(train: StreamSet, scores: dict[int, np.ndarray]) -> np.ndarray:
@@ -214,16 +213,19 @@ def choose_thresholds(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return min(rows, key=lambda r: (r["false_alarms_per_hour"], -mean_f1(r)))
 
 
-def evaluate(train: StreamSet, clean: StreamSet, scapes: StreamSet, recipe: HeadRecipe
-             ) -> tuple[dict[str, Any], np.ndarray]:  # fmt: skip
-    """The whole leave-one-source-out report of one head recipe, and the fusion weights."""
-    scores = out_of_source_scores(train, clean, scapes, recipe)
-    fusion = learned_fusion(train, scores.train)
+def evaluate(train: StreamSet, clean: StreamSet, scapes: StreamSet | None, recipe: HeadRecipe,
+             cache: Path | None = None) -> tuple[dict[str, Any], np.ndarray]:  # fmt: skip
+    """The whole leave-one-source-out report of one head recipe (soundscapes when given), and
+    the fusion weights."""
+    sources = sorted({m["source"] for m in clean.meta})
+    heads = fold_heads(train, sources, recipe, cache)
+    fusion = learned_fusion(train, out_of_source(heads, train))
     log.info("%s: fusion weights %s", recipe.name, np.round(fusion, 3).tolist())
-    report = {
+    report: dict[str, Any] = {
         "recipe": recipe.name,
         "fusion": [round(float(w), 4) for w in fusion],
-        "clips": clip_report(clean, scores.clean, fusion),
-        "soundscapes": soundscape_report(scapes, scores.scapes, fusion),
+        "clips": clip_report(clean, out_of_source(heads, clean), fusion),
     }
+    if scapes is not None:
+        report["soundscapes"] = soundscape_report(scapes, out_of_source(heads, scapes), fusion)
     return report, fusion
