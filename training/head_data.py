@@ -17,11 +17,12 @@ by the streaming scorer (``training.validate.stream_scores``). Nothing else of a
   records the sources of its clip and of its backgrounds, so that a left-out source's audio
   never reaches the head trained without it.
 - **Clean clips** (leave-one-source-out clip figures): each clip as recorded.
-- **Soundscapes** (event F1, false alarms per hour): per source, its dog clips as recorded,
-  placed 3-8 s apart into a bed of *held-out* background recordings (never used in any
-  training stream) at a fixed SNR per band; and its non-dog clips, 1-4 s apart, at 0..+20 dB
-  SNR into the same kind of bed. Reference events: runs of a dog clip's labelled steps,
-  merged across gaps under the event tracker's merge gap.
+- **Soundscapes** (event F1, false alarms per hour): per source, its dog clips as recorded
+  (at most 80, drawn), placed 3-8 s apart into a bed of *held-out* background recordings
+  (never used in any training stream) at a fixed SNR per band (-5, 0, +5, +10 dB); and its
+  non-dog clips (at most 60), 1-4 s apart, at 0..+20 dB SNR into the same kind of bed.
+  Reference events: runs of a dog clip's labelled steps, merged across gaps under the event
+  tracker's merge gap.
 
 Results are cached as ``.npz`` under ``~/.cache/barkwatch/head/`` (no pickled objects), named by
 a digest of the recipe and the corpus manifests: computing them takes tens of minutes on one core.
@@ -71,7 +72,11 @@ STEPS_PER_PATCH_HOP = round(PATCH_HOP_S / STEP_S)  # 24
 STEPS_PER_PATCH = round(PATCH_S / STEP_S)  # 48
 PATCH_DOG_STEPS = 5  # a patch is dog when >= 0.1 s of its steps are labelled dog
 HELD_OUT_BACKGROUND_FRACTION = 0.3  # of background recordings, kept for soundscapes only
-SOUNDSCAPE_SNRS_DB = (-5.0, 0.0, 5.0, 10.0, 20.0)
+SOUNDSCAPE_SNRS_DB = (-5.0, 0.0, 5.0, 10.0)
+# per source, so that the biggest (UrbanSound8K) does not drown the others and a loaded
+# 2-core machine makes them in minutes
+SOUNDSCAPE_DOG_CLIPS = 80
+SOUNDSCAPE_OTHER_CLIPS = 60
 BED_LEVEL_DBFS = -35.0  # a soundscape's background bed, RMS
 YAMNET_BATCH = 256  # patches per network call (bounded memory on hour-long soundscapes)
 
@@ -407,30 +412,44 @@ def reference_spans(step_labels: np.ndarray, merge_gap_s: float, min_duration_s:
     return [(a, b) for a, b in runs(step_labels == 1, merge_gap_s) if b - a >= min_duration_s]
 
 
-def build_soundscapes(clips: list[CorpusClip], path: Path, seed: int) -> None:
-    """Per source: a dog soundscape per SNR band and a confuser soundscape, into ``path``."""
+def _at_most(rng: np.random.Generator, items: list[CorpusClip], n: int) -> list[CorpusClip]:
+    """``n`` of the items drawn without replacement (all of them when there are no more)."""
+    if len(items) <= n:
+        return items
+    return [items[i] for i in sorted(rng.choice(len(items), n, replace=False))]
+
+
+def build_soundscapes(clips: list[CorpusClip], path: Path, seed: int,
+                      part: tuple[int, int] = (0, 1)) -> None:  # fmt: skip
+    """Per source: a dog soundscape per SNR band (of at most SOUNDSCAPE_DOG_CLIPS of its dog
+    clips) and a confuser soundscape (at most SOUNDSCAPE_OTHER_CLIPS of its other clips), into
+    ``path``; ``part`` (k, n): only the soundscapes whose index is k modulo n."""
     scorers = Scorers()
     beds = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
-    collector = _Collector()
-    sources = sorted({c.source_key for c in clips})
-    started = time.monotonic()
-    for k, source in enumerate(sources, 1):
-        mine = [c for c in clips if c.source_key == source and not is_held_out_background(c)]
-        dogs = [load_audio(c.clip.path) for c in mine if c.clip.is_dog]
-        others = [load_audio(c.clip.path) for c in mine if not c.clip.is_dog]
+    plan: list[tuple[str, float | None, list[CorpusClip], list[int]]] = []
+    for k, source in enumerate(sorted({c.source_key for c in clips})):
         rng = np.random.default_rng([seed, k])
-        if dogs:
-            for snr in SOUNDSCAPE_SNRS_DB:
-                audio, labels = soundscape(rng, dogs, beds, (3.0, 8.0), (snr, snr), True)
-                collector.add(scorers, audio, labels, {
-                    "source": source, "kind": "dog", "snr_db": snr, "clips": len(dogs),
-                    "duration_s": audio.size / RATE})  # fmt: skip
-        if others:
-            audio, labels = soundscape(rng, others, beds, (1.0, 4.0), (0.0, 20.0), False)
-            collector.add(scorers, audio, labels, {
-                "source": source, "kind": "confusers", "snr_db": None, "clips": len(others),
-                "duration_s": audio.size / RATE})  # fmt: skip
-        _progress("soundscape sources", k, len(sources), started)
+        mine = [c for c in clips if c.source_key == source and not is_held_out_background(c)]
+        dogs = _at_most(rng, [c for c in mine if c.clip.is_dog], SOUNDSCAPE_DOG_CLIPS)
+        others = _at_most(rng, [c for c in mine if not c.clip.is_dog], SOUNDSCAPE_OTHER_CLIPS)
+        plan += [(source, snr, dogs, [seed, k, i]) for i, snr in enumerate(SOUNDSCAPE_SNRS_DB)
+                 if dogs]  # fmt: skip
+        plan += [(source, None, others, [seed, k, 99])] if others else []
+    plan = plan[part[0] :: part[1]]
+    collector = _Collector()
+    started = time.monotonic()
+    for k, (source, snr, items, stream_seed) in enumerate(plan, 1):
+        rng = np.random.default_rng(stream_seed)
+        sounds = [load_audio(c.clip.path) for c in items]
+        is_dog = snr is not None
+        level = (snr, snr) if snr is not None else (0.0, 20.0)
+        gaps = (3.0, 8.0) if is_dog else (1.0, 4.0)
+        audio, labels = soundscape(rng, sounds, beds, gaps, level, is_dog)
+        collector.add(scorers, audio, labels, {
+            "source": source, "kind": "dog" if is_dog else "confusers", "snr_db": snr,
+            "clips": len(items), "duration_s": audio.size / RATE})  # fmt: skip
+        log.info("soundscape %d/%d (%s, %s dB, %.0f s) done, %.0f s", k, len(plan), source, snr,
+                 audio.size / RATE, time.monotonic() - started)  # fmt: skip
     collector.save(path, {"seed": seed, "snrs_db": SOUNDSCAPE_SNRS_DB})
 
 
