@@ -108,6 +108,9 @@ def run_head(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     recipe = HeadRecipe(args.hidden, not args.no_class_scores, args.epochs, args.seed)
     folds = head_data.cache_path(corpora, f"heads-{name}-{recipe.name}-e{args.epochs}")
     report, fusion = evaluate(train, clean, scapes, recipe, folds.with_suffix(""))
+    grouped, _ = evaluate(train, clean, None, recipe, folds.with_name(folds.stem + "-grouped"),
+                          split="group")  # fmt: skip
+    report["grouped_split"] = grouped["clips"]
     detector = "fused_learned" if args.fusion == "learned" else "fused_max"
     chosen = report["soundscapes"][detector]["chosen"]
     fitted = fit_head(train, np.arange(len(train.patch_labels)), recipe, "unnamed")

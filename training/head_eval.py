@@ -31,6 +31,7 @@ from analyzer.config import DetectorSettings
 from analyzer.detect import DogHead, EventTracker
 from analyzer.detect.head import step_head_scores
 from analyzer.offline import average_precision, event_counts, recall_at_far
+from training.corpus import unit_hash
 from training.head import HeadRecipe, fit_fusion, fit_head, patch_starts_s
 from training.head_data import SOUNDSCAPE_SNRS_DB, STEP_S, StreamSet, reference_spans
 
@@ -45,37 +46,52 @@ FEED_STEPS = 50  # the live pipeline feeds the tracker one second at a time
 MAX_FALSE_ALARMS_PER_HOUR = 1.0  # the issue's goal
 
 
-def fold_heads(train: StreamSet, sources: list[str], recipe: HeadRecipe,
+GROUP_FOLDS = 5
+
+
+def fold_of(meta: dict[str, Any], split: str) -> str:
+    """A stream's fold: its source (``split="source"``), or one of GROUP_FOLDS folds drawn from
+    its recording (``split="group"``, the manifests' ``group``)."""
+    if split == "source":
+        return str(meta["source"])
+    group = meta["group"]
+    return f"group-fold-{int(unit_hash(f'fold:{group}') * GROUP_FOLDS)}"
+
+
+def fold_heads(train: StreamSet, folds: list[str], recipe: HeadRecipe, split: str = "source",
                cache: Path | None = None) -> dict[str, DogHead]:  # fmt: skip
-    """Per source, a head fitted without any stream whose clip or background came from it
-    (kept in ``cache``, a folder, when given: fitting is seeded, so a cached head is the head)."""
+    """Per fold, a head fitted without any stream of that fold (for sources: nor any stream
+    whose background came from it; recordings used as backgrounds are not tracked, so the
+    grouped split may leak them). Kept in ``cache``, a folder, when given: fitting is seeded,
+    so a cached head is the head."""
     patch_stream = train.patch_stream_index()
     heads = {}
     started = time.monotonic()
-    for k, source in enumerate(sources, 1):
-        path = cache / f"{source.replace('/', '__')}.npz" if cache else None
+    for k, fold in enumerate(folds, 1):
+        path = cache / f"{fold.replace('/', '__')}.npz" if cache else None
         if path is not None and path.is_file():
-            heads[source] = DogHead.load(path)
+            heads[fold] = DogHead.load(path)
             continue
-        excluded = np.array([m["source"] == source or source in m["background_sources"]
+        excluded = np.array([fold_of(m, split) == fold or fold in m["background_sources"]
                              for m in train.meta])  # fmt: skip
         patches = np.flatnonzero(~excluded[patch_stream])
-        heads[source] = fit_head(train, patches, recipe, f"loso-{source}")
+        heads[fold] = fit_head(train, patches, recipe, f"fold-{fold}")
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            heads[source].save(path)
-        log.info("%s: fold %d/%d (%s, %d patches) fitted, %.0f s", recipe.name, k, len(sources),
-                 source, patches.size, time.monotonic() - started)  # fmt: skip
+            heads[fold].save(path)
+        log.info("%s: fold %d/%d (%s, %d patches) fitted, %.0f s", recipe.name, k, len(folds),
+                 fold, patches.size, time.monotonic() - started)  # fmt: skip
     return heads
 
 
-def out_of_source(heads: dict[str, DogHead], data: StreamSet) -> dict[int, np.ndarray]:
-    """Each stream's patch scores by the head that never saw its source."""
+def out_of_fold(heads: dict[str, DogHead], data: StreamSet, split: str = "source"
+                ) -> dict[int, np.ndarray]:  # fmt: skip
+    """Each stream's patch scores by the head that never saw its fold."""
     out = {}
     for i, meta in enumerate(data.meta):
         p0, p1 = int(data.patch_offsets[i]), int(data.patch_offsets[i + 1])
-        out[i] = heads[meta["source"]].patch_scores(data.emb[p0:p1].astype(np.float32),
-                                                    data.ys[p0:p1])  # fmt: skip
+        out[i] = heads[fold_of(meta, split)].patch_scores(data.emb[p0:p1].astype(np.float32),
+                                                          data.ys[p0:p1])  # fmt: skip
     return out
 
 
@@ -214,18 +230,20 @@ def choose_thresholds(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def evaluate(train: StreamSet, clean: StreamSet, scapes: StreamSet | None, recipe: HeadRecipe,
-             cache: Path | None = None) -> tuple[dict[str, Any], np.ndarray]:  # fmt: skip
-    """The whole leave-one-source-out report of one head recipe (soundscapes when given), and
-    the fusion weights."""
-    sources = sorted({m["source"] for m in clean.meta})
-    heads = fold_heads(train, sources, recipe, cache)
-    fusion = learned_fusion(train, out_of_source(heads, train))
+             cache: Path | None = None, split: str = "source",
+             ) -> tuple[dict[str, Any], np.ndarray]:  # fmt: skip
+    """The whole report of one head recipe on one split (soundscapes when given: only by
+    source), and the fusion weights."""
+    folds = sorted({fold_of(m, split) for m in clean.meta})
+    heads = fold_heads(train, folds, recipe, split, cache)
+    fusion = learned_fusion(train, out_of_fold(heads, train, split))
     log.info("%s: fusion weights %s", recipe.name, np.round(fusion, 3).tolist())
     report: dict[str, Any] = {
         "recipe": recipe.name,
+        "split": split,
         "fusion": [round(float(w), 4) for w in fusion],
-        "clips": clip_report(clean, out_of_source(heads, clean), fusion),
+        "clips": clip_report(clean, out_of_fold(heads, clean, split), fusion),
     }
-    if scapes is not None:
-        report["soundscapes"] = soundscape_report(scapes, out_of_source(heads, scapes), fusion)
+    if scapes is not None and split == "source":
+        report["soundscapes"] = soundscape_report(scapes, out_of_fold(heads, scapes), fusion)
     return report, fusion
