@@ -10,7 +10,11 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from analyzer.config import AnalyzerConfig
 from analyzer.deploy.services import Services
@@ -22,9 +26,27 @@ from sensor.outbox import Outbox
 from sensor.publisher import FramePublisher
 from sensor.wire import encode_frame
 from tests.conftest import sine, wait_until
-from tests.faults.harness import MAX_FRAME_AGE_S, START_NS, integrity_check
+from tests.faults.harness import (
+    MAX_FRAME_AGE_S,
+    START_NS,
+    Fault,
+    FaultRun,
+    RunResult,
+    differences,
+    fault_schedule,
+    integrity_check,
+)
+from tests.faults.scene import write_violation_audio
 
 ROOT = Path(__file__).resolve().parent.parent
+# The pytest version: fewer kills than the issue's (scripts/fault_inject.py has those), a
+# 3-minute scene whose episode breaks the continuous rule set to 60 s (its lowest setting),
+# with the rules' reorder window at 10 s so that the finding is sealed within the scene.
+TEST_KILLS = {"analyzer": 3, "influxdb": 1, "broker": 1, "sensor": 2}
+TEST_RULES = {"continuous_limit_s": 60.0, "reorder_window_s": 10.0}
+TEST_SEED = 23
+
+
 def _analyzer_config(services: Services) -> AnalyzerConfig:
     return AnalyzerConfig(
         max_frame_age_s=MAX_FRAME_AGE_S,
@@ -37,6 +59,61 @@ def _stored_seqs(services: Services, device: str) -> list[int]:
     client = InfluxClient(InfluxSettings(url=services.influx.url))
     series = client.query(f"SELECT seq FROM level WHERE device = '{device}'")
     return sorted(row[1] for row in series[0]["values"]) if series else []
+
+
+@dataclass(frozen=True)
+class Runs:
+    """A faulted run and the reference run over the frames it published."""
+
+    total_s: int
+    faults: list[Fault]
+    faulted: RunResult
+    reference: RunResult
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    """The scene replayed under TEST_KILLS, and again uninterrupted (about 2.5 minutes)."""
+    work = tmp_path_factory.mktemp("faults")
+    audio = work / "scene.wav"
+    total_s = int(write_violation_audio(audio, scenes=1, barking_s=80.0, lead_s=10.0,
+                                        tail_s=90.0))
+    faults = fault_schedule(TEST_KILLS, total_s, TEST_SEED)
+    faulted = FaultRun(work / "faulted", audio, total_s, pace=3.0, rules=TEST_RULES).run(faults)
+    reference = FaultRun(work / "reference", audio, total_s, pace=3.0,
+                         rules=TEST_RULES).run(frames=faulted.published)
+    return Runs(total_s, faults, faulted, reference)
+
+
+def test_every_seeded_kill_was_made_while_the_scene_replayed(runs: Runs) -> None:
+    assert runs.faulted.faults_done == runs.faults
+    assert sorted(Counter(f.kind for f in runs.faults).items()) == sorted(TEST_KILLS.items())
+
+
+def test_every_frame_is_stored_exactly_once_at_its_capture_time(runs: Runs) -> None:
+    problems = differences(runs.faulted, runs.reference, runs.total_s)
+    assert [p for p in problems if "frame(s)" in p or "capture time" in p] == []
+    assert runs.faulted.frame_count == runs.total_s
+    assert sorted(runs.faulted.published) == list(range(runs.total_s))
+    assert runs.faulted.conflicts == []
+
+
+def test_the_outbox_passes_the_integrity_check_after_every_sensor_kill(runs: Runs) -> None:
+    kills = sum(f.kind == "sensor" for f in runs.faults)
+    assert runs.faulted.integrity == ["ok"] * (kills + 1)  # and at the end
+
+
+def test_every_evidence_window_verifies_after_the_kills(runs: Runs) -> None:
+    assert runs.reference.verified_windows == 1  # the scene's violation, found and sealed
+    assert runs.faulted.recompute_problems == []
+    assert runs.faulted.verified_windows == len(runs.faulted.windows) == 1
+
+
+@pytest.mark.xfail(reason="known defect (docs/FAULTS.md): a restarted analyzer scores its first "
+                   "frame without the previous frame's context and loses the event open at the "
+                   "kill, so scores, events and the window's content differ near each restart")
+def test_scores_events_and_findings_equal_the_uninterrupted_runs(runs: Runs) -> None:
+    assert differences(runs.faulted, runs.reference, runs.total_s) == []
 
 
 def test_frames_a_crashed_broker_had_acknowledged_are_sent_again_and_stored(
@@ -67,12 +144,11 @@ def test_frames_a_crashed_broker_had_acknowledged_are_sent_again_and_stored(
         services.broker.process.wait(timeout=10)
         services.broker.process = None
         services.broker.start()
-        wait_until(lambda: publisher.connects >= 2 and outbox.backlog() == 0,
-                   what="the sensor to reconnect and drain")
+        wait_until(lambda: publisher.resent == 10 and outbox.backlog() == 0,
+                   what="the sensor to reconnect and send the 10 frames again")
     finally:
         publisher.stop()
         outbox.close()
-    assert publisher.resent == 10
     analyzer = Analyzer(config)
     analyzer.start()
     try:

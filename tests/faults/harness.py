@@ -11,14 +11,19 @@ outbox reached, stamped with that second's capture time (a real microphone would
 audio of its down time; the replay goes on where the outbox stopped, so that the outcome can
 be compared). Its outbox must pass SQLite's integrity check after every kill.
 
-The reference run replays the same recording in the same pieces (the sensor stopping and
-starting at the same seconds, cleanly) with nothing killed. Both must store the same frames,
-each once, with the same scores, and the same events and evidence windows, and every window
-must verify (``barkwatch findings recompute``'s code).
+A tap (one more MQTT client with a persistent session, like the analyzer's) keeps every
+frame the sensor published, by sequence number. The reference run publishes exactly those
+frames, in order, into a fresh broker, InfluxDB and analyzer with nothing killed: an
+uninterrupted run over the same measurements. (Frames next to a sensor restart differ from
+those of an unbroken replay: the restarted sensor starts its filters and networks afresh, as a
+real one would. The reference therefore takes the sensor's frames as they were.) Both runs
+must store every frame once, with the same scores, the same events and evidence windows, and
+every window must verify (``barkwatch findings recompute``'s code).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import signal
@@ -32,8 +37,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import paho.mqtt.client as mqtt
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
 from analyzer.deploy.services import InfluxDB, Mosquitto
 from analyzer.store import InfluxClient, InfluxSettings, recompute
+from sensor.errors import WireError
+from sensor.wire import decode_frame, frame_topic
 from tests.faults.scene import write_from_second
 
 log = logging.getLogger(__name__)
@@ -66,19 +77,61 @@ class Fault:
 def fault_schedule(counts: Mapping[str, int], total_s: int, seed: int,
                    down_s: tuple[float, float] = (0.2, 2.0)) -> list[Fault]:
     """The faults of ``counts`` (kind -> number) in a seeded random order at seeded random
-    seconds between 5 % and 85 % of the recording, one at a time."""
+    seconds between 5 % and 70 % of the recording, one at a time."""
     unknown = set(counts) - set(KINDS)
     if unknown:
         raise ValueError(f"unknown fault kind(s) {sorted(unknown)}; known: {', '.join(KINDS)}")
     rng = random.Random(seed)
     kinds = [kind for kind in KINDS for _ in range(counts.get(kind, 0))]
     rng.shuffle(kinds)
-    low, high = int(total_s * 0.05), int(total_s * 0.85)
+    low, high = int(total_s * 0.05), int(total_s * 0.7)
     if high - low < len(kinds):
         raise ValueError(f"{len(kinds)} faults do not fit in {total_s} s of audio")
     moments = sorted(rng.sample(range(low, high), len(kinds)))
     return [Fault(kind, at, round(rng.uniform(0.0, 0.5), 3), round(rng.uniform(*down_s), 3))
             for kind, at in zip(kinds, moments, strict=True)]
+
+
+class FrameTap:
+    """Keeps every frame published on the device's topic, by sequence number (QoS 1,
+    persistent session, so broker restarts and redeliveries are seen as the analyzer sees them).
+    A sequence number seen with two different payloads is recorded in ``conflicts``."""
+
+    def __init__(self, port: int) -> None:
+        self.frames: dict[int, bytes] = {}
+        self.conflicts: list[int] = []
+        self.subscribed = False
+        self.client = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2,
+                                  client_id="fault-tap", protocol=mqtt.MQTTv5)
+        self.client.reconnect_delay_set(min_delay=1, max_delay=1)
+        self.client.on_connect = self._on_connect
+        self.client.on_subscribe = self._on_subscribe
+        self.client.on_message = self._on_message
+        properties = Properties(PacketTypes.CONNECT)
+        properties.SessionExpiryInterval = 3600
+        self.client.connect_async("127.0.0.1", port, keepalive=5, clean_start=False,
+                                  properties=properties)
+        self.client.loop_start()
+
+    def _on_connect(self, client: mqtt.Client, *args: Any) -> None:
+        client.subscribe(frame_topic(DEVICE), qos=1)
+
+    def _on_subscribe(self, *args: Any) -> None:
+        self.subscribed = True
+
+    def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        payload = bytes(message.payload)
+        try:
+            seq = decode_frame(payload).seq
+        except WireError:
+            return  # the analyzer counts those; the comparison shows what they cost
+        if self.frames.setdefault(seq, payload) != payload:
+            self.conflicts.append(seq)
+
+    def close(self) -> None:
+        """Disconnect."""
+        self.client.disconnect()
+        self.client.loop_stop()
 
 
 @dataclass
@@ -93,6 +146,8 @@ class RunResult:
     recompute_problems: list[str]
     integrity: list[str]  # PRAGMA integrity_check after each sensor kill and at the end
     sensor_starts: list[int]  # the second each sensor process started at
+    published: dict[int, bytes] = field(default_factory=dict)  # the tap's frames by seq
+    conflicts: list[int] = field(default_factory=list)  # seqs published with two payloads
     faults_done: list[Fault] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -223,6 +278,10 @@ class FaultRun:
     def inject(self, fault: Fault) -> None:
         """Kill ``fault.kind`` hard, keep it down for ``fault.down_s``, start it again and
         wait until it is back (faults come one at a time)."""
+        if self.progress_s() >= self.total_s:
+            raise FaultRunError(f"the replay ended before the {fault.kind} fault due at "
+                                f"{fault.at_s} s (recovering from the faults before it took "
+                                "longer): replay at a slower pace")
         log.info("SIGKILL %s at %d s measured", fault.kind, self.progress_s())
         if fault.kind == "analyzer":
             _kill(self.analyzer)
@@ -250,11 +309,13 @@ class FaultRun:
 
     # --- the run -----------------------------------------------------------------------------
     def run(self, faults: list[Fault] | None = None,
-            pieces: list[int] | None = None) -> RunResult:
-        """Replay with ``faults`` injected, or (``pieces``: the seconds a faulted run's sensor
-        started at) cleanly in the same pieces. Returns what was stored."""
+            frames: Mapping[int, bytes] | None = None) -> RunResult:
+        """Replay the recording through the sensor with ``faults`` injected, or (``frames``:
+        a faulted run's published frames) publish those frames in order, nothing killed.
+        Returns what was stored."""
         started = time.monotonic()
         done: list[Fault] = []
+        tap: FrameTap | None = None
         self.broker.start()
         self.influx.start()
         try:
@@ -263,28 +324,13 @@ class FaultRun:
             self._wait(lambda: "analyzer connected" in self.analyzer_log.read_text(),
                        "the analyzer to connect", 60)
             time.sleep(1.0)
-            if pieces is None:
-                self._start_sensor(0)
-                for fault in faults or []:
-                    self._wait(lambda f=fault: self.progress_s() >= f.at_s
-                               or (self.sensor is not None and self.sensor.poll() is not None),
-                               f"the sensor to reach {fault.at_s} s")
-                    time.sleep(fault.jitter_s)
-                    self.inject(fault)
-                    done.append(fault)
+            if frames is None:
+                tap = FrameTap(self.broker.port)
+                self._wait(lambda: tap is not None and tap.subscribed, "the tap's session", 30)
+                self._save_broker()
+                self._replay_with_faults(faults or [], done)
             else:
-                ends = [*pieces[1:], self.total_s]
-                for first, end in zip(pieces, ends, strict=True):
-                    if end > first:
-                        self._start_sensor(first, end - first)
-                        self._wait(lambda: self.sensor is not None
-                                   and self.sensor.poll() is not None, "a piece to finish")
-            self._wait(lambda: self.sensor is not None and self.sensor.poll() is not None,
-                       "the sensor to finish and drain its outbox")
-            if self.sensor is not None and self.sensor.returncode != 0:
-                raise FaultRunError(f"the sensor exited with {self.sensor.returncode}\n"
-                                    f"{self.tails()}")
-            self.integrity.append(integrity_check(self.outbox))
+                self._publish(frames)
             self._wait(lambda: self._scored() >= self.total_s,
                        f"{self.total_s} scored frames in InfluxDB", 120)
             self.analyzer.send_signal(signal.SIGTERM) if self.analyzer else None
@@ -292,7 +338,11 @@ class FaultRun:
                 raise FaultRunError(f"the analyzer exited with {self.analyzer.returncode}\n"
                                     f"{self.tails()}")
             result = self._result()
+            if tap is not None:
+                result.published, result.conflicts = dict(tap.frames), list(tap.conflicts)
         finally:
+            if tap is not None:
+                tap.close()
             _kill(self.sensor)
             _kill(self.analyzer)
             self.broker.stop()
@@ -300,6 +350,50 @@ class FaultRun:
         result.faults_done = done
         result.wall_s = time.monotonic() - started
         return result
+
+    def _replay_with_faults(self, faults: list[Fault], done: list[Fault]) -> None:
+        self._start_sensor(0)
+        for fault in faults:
+            self._wait(functools.partial(self._reached, fault.at_s),
+                       f"the sensor to reach {fault.at_s} s")
+            time.sleep(fault.jitter_s)
+            self.inject(fault)
+            done.append(fault)
+        self._wait(lambda: self.sensor is not None and self.sensor.poll() is not None,
+                   "the sensor to finish and drain its outbox")
+        if self.sensor is not None and self.sensor.returncode != 0:
+            raise FaultRunError(f"the sensor exited with {self.sensor.returncode}\n"
+                                f"{self.tails()}")
+        self.integrity.append(integrity_check(self.outbox))
+
+    def _reached(self, at_s: int) -> bool:
+        """The sensor has measured ``at_s`` seconds, or has ended."""
+        return self.progress_s() >= at_s or (self.sensor is not None
+                                            and self.sensor.poll() is not None)
+
+    def _publish(self, frames: Mapping[int, bytes]) -> None:
+        """Publish ``frames`` in sequence order at QoS 1, as the sensor did."""
+        client = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2,
+                             client_id="reference-publisher", protocol=mqtt.MQTTv5)
+        client.connect("127.0.0.1", self.broker.port)
+        client.loop_start()
+        try:
+            infos = [client.publish(frame_topic(DEVICE), frames[seq], qos=1)
+                     for seq in sorted(frames)]
+            for info in infos:
+                info.wait_for_publish(timeout=60)
+        finally:
+            client.disconnect()
+            client.loop_stop()
+
+    def _save_broker(self) -> None:
+        """Have Mosquitto write its persistence file now (SIGUSR1), as its autosave has long
+        done in a deployment: the analyzer's session then survives a broker kill early on."""
+        saves = self._log_count(self.broker.log_path, "Saving in-memory database")
+        assert self.broker.process is not None
+        self.broker.process.send_signal(signal.SIGUSR1)
+        self._wait(lambda: self._log_count(self.broker.log_path, "Saving in-memory database")
+                   > saves, "the broker to save its sessions", 30)
 
     def _client(self) -> InfluxClient:
         return InfluxClient(InfluxSettings(url=self.influx.url))
@@ -359,6 +453,8 @@ def differences(faulted: RunResult, reference: RunResult, total_s: int) -> list[
                             f"reference; first difference: {_first_difference(ours, theirs)}")
     problems += [f"window does not verify: {p}" for p in faulted.recompute_problems]
     problems += [f"outbox integrity check: {r}" for r in faulted.integrity if r != "ok"]
+    if faulted.conflicts:
+        problems.append(f"seq published with two different payloads: {_brief(faulted.conflicts)}")
     return problems
 
 
