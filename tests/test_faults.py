@@ -15,19 +15,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import soundfile
 
 from analyzer.config import AnalyzerConfig
 from analyzer.deploy.services import Services
 from analyzer.ingest.service import Analyzer
+from analyzer.store import load_events
 from analyzer.store.influx import InfluxClient, InfluxSettings
 from sensor.config import MqttSettings
 from sensor.frames import frames_from_samples
 from sensor.outbox import Outbox
 from sensor.publisher import FramePublisher
-from sensor.wire import encode_frame
-from tests.conftest import sine, wait_until
+from sensor.wire import encode_frame, frame_topic
+from tests.conftest import publish_through_analyzer, sine, wait_until
 from tests.faults.harness import (
     MAX_FRAME_AGE_S,
+    NS,
     START_NS,
     Fault,
     FaultRun,
@@ -199,3 +202,33 @@ def test_an_outbox_killed_in_the_middle_of_writes_keeps_every_committed_frame(
         assert outbox.next_seq() > max(committed)
     finally:
         outbox.close()
+
+
+@pytest.mark.xfail(strict=True, reason="known defect found by the harness (docs/FAULTS.md): a "
+                   "restarted analyzer starts its detection afresh at the first frame it is "
+                   "sent, so the event open at the restart loses its start")
+def test_an_analyzer_restarted_in_the_middle_of_an_event_stores_the_same_events(
+    services: Services, excerpt_20s: Path
+) -> None:
+    audio, rate = soundfile.read(excerpt_20s, dtype="float64")
+    config = _analyzer_config(services)
+    client = InfluxClient(InfluxSettings(url=services.influx.url))
+
+    def frames_of(device: str) -> list[bytes]:
+        return [encode_frame(f) for f in frames_from_samples(audio, rate, 100.0,
+                                                             device_id=device, start_ns=START_NS)]
+
+    def events_of(device: str) -> list[tuple[int, int, str]]:
+        return [(e.onset_ns, e.offset_ns, e.label)
+                for e in load_events(client, device, START_NS, START_NS + 30 * NS)]
+
+    whole = frames_of("ctx-whole")
+    publish_through_analyzer(config, frame_topic("ctx-whole"), whole, stored=len(whole))
+    longest = max(events_of("ctx-whole"), key=lambda e: e[1] - e[0])
+    cut = ((longest[0] + longest[1]) // 2 - START_NS) // NS  # the frame the event is open in
+    assert longest[0] < START_NS + cut * NS < longest[1]
+    split = frames_of("ctx-split")
+    publish_through_analyzer(config, frame_topic("ctx-split"), split[:cut], stored=cut)
+    publish_through_analyzer(config, frame_topic("ctx-split"), split[cut:],
+                             stored=len(split) - cut)
+    assert events_of("ctx-split") == events_of("ctx-whole")
