@@ -11,9 +11,11 @@ import threading
 
 import msgpack
 import paho.mqtt.client as mqtt
+import pytest
 
 from analyzer.config import InfluxSettings
 from analyzer.deploy.services import Services
+from analyzer.ingest import service
 from analyzer.ingest.inbox import DEVICE_QUOTA, INBOX_FULL, Inbox, InboxLimits
 from analyzer.store.influx import InfluxClient
 from sensor.wire import encode_frame, frame_topic
@@ -118,6 +120,7 @@ def test_get_on_an_empty_inbox_raises_empty_after_its_timeout() -> None:
 
 # --- the live analyzer -----------------------------------------------------------------------
 FLOOD_MESSAGES = 3000
+QOS1_FLOOD = 150
 GOOD_FRAMES = 30
 
 
@@ -200,4 +203,36 @@ def test_rejected_frames_are_counted_by_reason_in_analyzer_stats(services: Servi
         assert analyzer.rejections == {"not_msgpack": 2, "not_finite": 1, "device_mismatch": 1}
     finally:
         publisher.close()
+        analyzer.stop()
+
+
+def test_a_qos1_flood_through_a_tiny_inbox_waits_instead_of_dropping_and_stores_every_frame(
+    services: Services, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Four messages at most: the MQTT thread has to wait for room again and again.
+    monkeypatch.setattr(service, "INBOX_LIMITS", InboxLimits(max_messages=4))
+    config = analyzer_config(services)
+    analyzer = run_analyzer(config)
+    flood = [encode_frame(frame) for frame in frames_of("flooder", QOS1_FLOOD)]
+    flooder = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2)
+    flooder.max_queued_messages_set(0)
+    flooder.connect(config.mqtt.host, config.mqtt.port)
+    flooder.loop_start()
+    good = Publisher(config)
+    try:
+        sent = [flooder.publish(frame_topic("flooder"), payload, qos=1) for payload in flood]
+        for frame in frames_of("good", GOOD_FRAMES):
+            good.publish(frame_topic("good"), encode_frame(frame))
+        for info in sent:
+            info.wait_for_publish(timeout=60)  # PUBACKed by the broker: must not be lost
+        wait_until(lambda: stored_seqs(services, "good") == list(range(GOOD_FRAMES)),
+                   timeout_s=120, what="the good device's 30 frames to be stored")
+        wait_until(lambda: stored_seqs(services, "flooder") == list(range(QOS1_FLOOD)),
+                   timeout_s=120, what="every acknowledged flood frame to be stored")
+        assert analyzer._inbox.waits > 0  # back-pressure was applied
+        assert analyzer._inbox.dropped == 0
+    finally:
+        flooder.disconnect()
+        flooder.loop_stop()
+        good.close()
         analyzer.stop()
