@@ -15,7 +15,7 @@ from analyzer.cases import (
     find_account,
     parse_local_time,
 )
-from analyzer.review.app import ago, percent
+from analyzer.review.context import ago, percent
 from analyzer.review.passwords import hash_password, verify_password
 from analyzer.review.queries import chicago_midnight_ns, interval_s
 from analyzer.review.ratelimit import LoginLimiter

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -24,90 +23,21 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from analyzer.cases import CaseError, CaseFile, format_time
+from analyzer.cases import CaseError
 from analyzer.errors import AnalyzerError, InfluxUnavailable
 from analyzer.review import pages, recording, signin
-from analyzer.review.queries import DailyFrames
-from analyzer.review.sessions import CSRF_FIELD, OfficerSession, SessionRegistry, csrf_matches
+from analyzer.review.context import HERE, Review, client_address
+from analyzer.review.sessions import CSRF_FIELD, OfficerSession, csrf_matches
 from analyzer.review.settings import ReviewSettings, session_key
-from analyzer.review.verification import LinkVerifier
-from analyzer.store import InfluxClient
 
 log = logging.getLogger(__name__)
-HERE = Path(__file__).resolve().parent
 COOKIE = "barkwatch_review"
 # Pages load their CSS and script from this server only; the report (inline CSS, data: PNGs)
 # sets its own policy.
 CSP = ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
-
-
-class Review:
-    """What every handler shares: settings, the clock, InfluxDB, sessions, sign-in limits."""
-
-    def __init__(self, settings: ReviewSettings, clock: Callable[[], int] = time.time_ns,
-                 ) -> None:
-        from analyzer.review.ratelimit import LoginLimiter
-
-        self.settings = settings
-        self.clock = clock
-        self.client = InfluxClient(settings.influx)
-        self.sessions = SessionRegistry(settings.session_idle_s, settings.session_max_s, clock)
-        self.limiter = LoginLimiter(settings.max_failures_per_account,
-                                    settings.max_failures_per_address,
-                                    settings.failure_window_s)
-        self.verifier = LinkVerifier(self.client, settings.verification_reuse_s, clock)
-        self.day_frames = DailyFrames(self.client, settings.verification_reuse_s, clock)
-        self.templates = Jinja2Templates(directory=HERE / "templates")
-        self.templates.env.globals["format_time"] = format_time
-        self.templates.env.filters["ago"] = ago
-        self.templates.env.filters["percent"] = percent
-
-    def case_file(self) -> CaseFile:
-        """The case file, opened for one request."""
-        return CaseFile(self.settings.cases_db, self.clock)
-
-    def render(self, request: Request, name: str, context: dict[str, Any],
-               status_code: int = 200) -> Response:
-        """A page: the template with the officer, the form token and any one-off message."""
-        from analyzer.review.sessions import csrf_token
-
-        signed_in = getattr(request.state, "officer", None)
-        values = {"officer": signed_in, "csrf_field": CSRF_FIELD,
-                  "csrf": csrf_token(request.session),
-                  "flash": request.session.pop("flash", None), **context}
-        return self.templates.TemplateResponse(request, name, values, status_code=status_code,
-                                               headers={"Cache-Control": "no-store"})
-
-    def error(self, request: Request, status_code: int, message: str) -> Response:
-        """An error page that says what was wrong."""
-        return self.render(request, "error.html", {"status": status_code, "message": message},
-                           status_code)
-
-
-def ago(seconds: float) -> str:
-    """``42 s``, ``12 min``, ``5.0 h``, ``182 days``: how long ago, readably."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 172800:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.0f} days"
-
-
-def percent(fraction: float) -> str:
-    """A fraction as a percentage that does not round a little coverage down to nothing."""
-    value = 100.0 * fraction
-    return f"{value:.1f} %" if value >= 1 or value == 0 else f"{value:.2g} %"
-
-
-def client_address(request: Request) -> str:
-    """The client's address (uvicorn takes it from X-Forwarded-For only for a trusted proxy)."""
-    return request.client.host if request.client else "unknown"
 
 
 PageHandler = Callable[[Review, Request, OfficerSession], Response]

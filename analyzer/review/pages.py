@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -21,12 +21,10 @@ from analyzer.cases import (
     read_case,
 )
 from analyzer.errors import AnalyzerError
+from analyzer.review.context import Review
 from analyzer.review.queries import QueryInputError, device_clause, device_state, plot_data
 from analyzer.review.sessions import OfficerSession
 from analyzer.store import load_events
-
-if TYPE_CHECKING:
-    from analyzer.review.app import Review
 
 NS = 1_000_000_000
 MS = 1_000_000

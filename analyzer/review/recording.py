@@ -6,17 +6,14 @@ who is signed in."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from analyzer.cases import CaseError, CaseStore, TimeInputError, parse_local_time
+from analyzer.review.context import Review
 from analyzer.review.sessions import OfficerSession
-
-if TYPE_CHECKING:
-    from analyzer.review.app import Review
 
 
 def _text(data: FormData, name: str) -> str:

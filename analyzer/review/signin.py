@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from analyzer.cases import USERNAME_PATTERN, find_account
+from analyzer.review.context import Review, client_address
 from analyzer.review.passwords import burn_time, verify_password
 from analyzer.review.sessions import NS, OfficerSession, csrf_token
 
-if TYPE_CHECKING:
-    from analyzer.review.app import Review
-
 ACCOUNTS = "officer_accounts"
 NOBODY = "(not signed in)"  # the audit log's actor for an attempt with no known account
-
-
-def _address(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
 
 
 def _next_path(value: object) -> str:
@@ -44,7 +36,7 @@ def sign_in(review: Review, request: Request, _: OfficerSession | None,
     """Check the password; on success open a new session and go on to ``next``."""
     username = str(data.get("username", "")).strip().lower()[:64]
     password = str(data.get("password", ""))
-    address = _address(request)
+    address = client_address(request)
     now_s = review.clock() / NS
     target = _next_path(data.get("next"))
     request.state.officer = None
@@ -93,7 +85,7 @@ def sign_out(review: Review, request: Request, session: OfficerSession | None,
         review.sessions.close(session.sid)
         with review.case_file() as store:
             store.record_access(session.officer, "sign out", ACCOUNTS, [session.account_id],
-                                {"username": session.username, "client": _address(request)})
+                                {"username": session.username, "client": client_address(request)})
     request.session.clear()
     request.session["flash"] = {"kind": "ok", "text": "Signed out."}
     return RedirectResponse("/signin", status_code=303)
@@ -104,4 +96,4 @@ def audit_refused_form(review: Review, request: Request, session: OfficerSession
     with review.case_file() as store:
         store.record_access(session.officer, "form refused: missing or wrong CSRF token",
                             ACCOUNTS, [session.account_id],
-                            {"path": request.url.path, "client": _address(request)})
+                            {"path": request.url.path, "client": client_address(request)})
