@@ -1,15 +1,22 @@
-"""Turn a stream of audio samples into one-second frames of levels, bands and features.
+"""Turn a stream of audio samples into one-second frames of levels, bands and dog scores.
 
 This is the one place that cuts the stream into frames and stamps capture time: the live
 sensor, file replay, offline analysis and classifier training all go through it, so their
 numbers cannot drift apart. Capture time comes from the sample count and the stream's start,
 never from the clock at the moment a block happens to be processed.
+
+Wire v2 (issue 24): the mel rows feed the small CNN here and never leave; a frame carries the
+CNN's score per 20 ms step and YAMNet's patches (:mod:`sensor.scoring`). The CNN looks 0.64 s
+ahead, so a second's frame is complete one second later: the builder holds it back until then
+(``finish`` and ``skip`` hand over what it holds).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -20,7 +27,8 @@ from sensor.errors import AudioInputError
 from sensor.features import HOP_S, MelFeatures
 from sensor.kernels import sosfilt
 from sensor.levels import LevelMeter
-from sensor.wire import SUPPORTED_SAMPLE_RATES, Frame
+from sensor.scoring import Patches, SensorNetworks
+from sensor.wire import EMBEDDING_SIZE, N_CLASSES, PATCH_HOP_NS, SUPPORTED_SAMPLE_RATES, Frame
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +96,10 @@ class FrameBuilder:
     """Accumulates samples and emits a :class:`Frame` for every complete second.
 
     ``push`` may be called with blocks of any length; frames are identical however the
-    stream is split. ``skip`` records lost samples (a dropped capture block): the partial
-    frame is discarded and capture time moves on by the samples lost.
+    stream is split. A second's frame comes out once the CNN has scored all its steps (with
+    the next second). ``skip`` records lost samples (a dropped capture block): the frames held
+    are completed as at the end of a stream and returned, the partial second is discarded and
+    capture time moves on by the samples lost. ``networks`` may be shared set-up (tests).
     """
 
     def __init__(
@@ -101,6 +111,7 @@ class FrameBuilder:
         first_seq: int = 0,
         calibration_date: str = "",
         options: MeasurementOptions | None = None,
+        networks: SensorNetworks | None = None,
     ) -> None:
         if sample_rate not in SUPPORTED_SAMPLE_RATES:
             raise AudioInputError(
@@ -126,6 +137,11 @@ class FrameBuilder:
         self.meter = LevelMeter(sample_rate, full_scale_db)
         self.bank = ThirdOctaveBank(sample_rate, full_scale_db)
         self.mel = MelFeatures(sample_rate, full_scale_db)
+        self.networks = networks or SensorNetworks(sample_rate)
+        self._held: deque[Frame] = deque()  # measured, waiting for their dog scores
+        self._scores = np.zeros(0, dtype=np.float32)  # final CNN scores not yet in a frame
+        self._patches: list[Patches] = []  # YAMNet patches not yet in a frame
+        self._segment_start_sample = 0  # where the networks' stream began (start, or a gap)
         self._pending: list[np.ndarray] = []
         self._pending_len = 0
         self._frame_start_sample = 0
@@ -147,7 +163,7 @@ class FrameBuilder:
             if self._pending_len == self.sample_rate:
                 second = np.concatenate(self._pending)
                 self._pending, self._pending_len = [], 0
-                frames.append(self._measure(second))
+                frames.extend(self._measure(second))
                 self._frame_start_sample += self.sample_rate
         return frames
 
@@ -155,23 +171,69 @@ class FrameBuilder:
         """Measure a trailing partial second padded with digital silence (offline analysis).
 
         The padded frame keeps the full one-second length, so its Leq values include the
-        silence; a live sensor never calls this and drops a partial second at shutdown.
+        silence; a live sensor never calls this and drops a partial second at shutdown. The
+        frames held come out too, the last patches completed with silence as YAMNet pads a
+        clip.
         """
-        if self._pending_len == 0:
-            return []
-        return self.push(np.zeros(self.sample_rate - self._pending_len))
+        frames = []
+        if self._pending_len:
+            frames = self.push(np.zeros(self.sample_rate - self._pending_len))
+        return frames + self._flush_networks(pad_patches=True)
 
-    def skip(self, n_samples: int) -> None:
-        """Record ``n_samples`` lost samples: drop the partial frame, restart the filters."""
+    def skip(self, n_samples: int) -> list[Frame]:
+        """Record ``n_samples`` lost samples: return the frames held (their last steps scored
+        against copies of the last row, incomplete patches dropped), drop the partial second,
+        restart the filters and the networks."""
+        frames = self._flush_networks(pad_patches=False)
         self._frame_start_sample += self._pending_len + n_samples
+        self._segment_start_sample = self._frame_start_sample
         self._pending, self._pending_len = [], 0
         self.dc_blocker.reset()
         self.percentiles.reset()
         self.meter.reset()
         self.bank.reset()
         self.mel.reset()
+        return frames
 
-    def _measure(self, raw: np.ndarray) -> Frame:
+    def _flush_networks(self, pad_patches: bool) -> list[Frame]:
+        scores, patches = self.networks.flush(pad_patches)
+        self._scores = np.concatenate([self._scores, scores])
+        self._patches.append(patches)
+        frames = self._completed()
+        self._scores = np.zeros(0, dtype=np.float32)
+        self._patches = []
+        return frames
+
+    def _completed(self) -> list[Frame]:
+        """Held frames whose steps all have scores, each with the patches completed so far."""
+        frames = []
+        while self._held and self._scores.size >= self._held[0].laeq_steps_db.size:
+            frame = self._held.popleft()
+            n = frame.laeq_steps_db.size
+            dog_steps, self._scores = self._scores[:n], self._scores[n:]
+            patches, self._patches = [p for p in self._patches if len(p)], []
+            frames.append(self._with_scores(frame, dog_steps, patches))
+        return frames
+
+    def _with_scores(self, frame: Frame, dog_steps: np.ndarray, patches: list[Patches]) -> Frame:
+        if patches:
+            first = patches[0].first
+            embeddings = np.concatenate([p.embeddings for p in patches])
+            class_scores = np.concatenate([p.class_scores for p in patches])
+        else:
+            first = 0
+            embeddings = np.zeros((0, EMBEDDING_SIZE), np.float32)
+            class_scores = np.zeros((0, N_CLASSES), np.float32)
+        segment_ns = self.start_ns + round(self._segment_start_sample * 1e9 / self.sample_rate)
+        return dataclasses.replace(
+            frame,
+            dog_steps=np.clip(dog_steps, 0.0, 1.0).astype(np.float32),
+            patch_start_ns=segment_ns + first * PATCH_HOP_NS if patches else frame.capture_ns,
+            embeddings=embeddings,
+            class_scores=class_scores,
+        )
+
+    def _measure(self, raw: np.ndarray) -> list[Frame]:
         dc_offset = float(np.mean(raw))
         second = self.dc_blocker.process(raw)
         levels, steps = self.meter.process_steps(second, self.hop)
@@ -179,6 +241,9 @@ class FrameBuilder:
         laf10, laf50, laf90 = self.percentiles.exceedance_db()
         bands_db = self.bank.process(second)
         mel_db = self.mel.process(second)
+        scores, patches = self.networks.process(second, mel_db)
+        self._scores = np.concatenate([self._scores, scores])
+        self._patches.append(patches)
         capture_ns = self.start_ns + round(self._frame_start_sample * 1e9 / self.sample_rate)
         floor = self.options.noise_floor_dba
         margin = self.options.under_range_margin_db
@@ -209,10 +274,15 @@ class FrameBuilder:
             hop_s=HOP_S,
             laeq_steps_db=steps.laeq_db.astype(np.float32),
             laf_steps_db=steps.lafmax_db.astype(np.float32),
-            mel_db=mel_db,
+            dog_steps=np.zeros(0, np.float32),  # until the CNN has seen the next second
+            patch_start_ns=capture_ns,
+            embeddings=np.zeros((0, EMBEDDING_SIZE), np.float32),
+            class_scores=np.zeros((0, N_CLASSES), np.float32),
+            model_versions=self.networks.versions,
         )
         self.next_seq += 1
-        return frame
+        self._held.append(frame)
+        return self._completed()
 
 
 def frames_from_samples(
@@ -227,3 +297,22 @@ def frames_from_samples(
     for start in range(0, samples.shape[0], sample_rate):
         yield from builder.push(samples[start : start + sample_rate])
     yield from builder.finish()
+
+
+def mel_rows_from_samples(
+    samples: np.ndarray, sample_rate: int, full_scale_db: float
+) -> np.ndarray:
+    """The mel rows (steps x 64, float16) the sensor's CNN reads for a whole signal, a trailing
+    partial second padded with silence: the same DC removal and mel features as
+    :class:`FrameBuilder` (training makes the CNN's examples with it)."""
+    dc_blocker = _DcBlocker(sample_rate)
+    mel = MelFeatures(sample_rate, full_scale_db)
+    rows = []
+    for start in range(0, samples.shape[0], sample_rate):
+        second = np.zeros(sample_rate)
+        block = np.asarray(samples[start : start + sample_rate], dtype=np.float64).reshape(-1)
+        second[: block.size] = block
+        rows.append(mel.process(dc_blocker.process(second)))
+    if not rows:
+        return np.zeros((0, mel.n_mels), np.float16)
+    return np.concatenate(rows).astype(np.float16)

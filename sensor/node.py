@@ -21,7 +21,7 @@ from sensor.config import SensorConfig
 from sensor.frames import FrameBuilder
 from sensor.outbox import Outbox
 from sensor.publisher import FramePublisher
-from sensor.wire import encode_frame
+from sensor.wire import Frame, encode_frame
 
 log = logging.getLogger(__name__)
 
@@ -52,26 +52,31 @@ def measure_into_outbox(
     """Cut the source into frames and store each one durably; log progress now and then.
 
     ``pad_last`` measures a trailing partial second padded with silence (file replay, so
-    that replay and offline analysis give the same frames). A step of the wall clock
+    that replay and offline analysis give the same frames); otherwise only the complete
+    seconds the builder holds are stored at the end. A step of the wall clock
     (``clock``) is flagged on the next frame (``clock_step_ns``) and counted.
     """
     clock = clock or ClockStepDetector()
     last_report = time.monotonic()
+
+    def store(frames: list[Frame]) -> None:
+        for frame in frames:
+            step_ns = clock.step_ns()
+            if step_ns:
+                frame = dataclasses.replace(frame, clock_step_ns=step_ns)
+                stats.clock_steps += 1
+            outbox.put(frame.seq, encode_frame(frame))
+            stats.frames += 1
+            stats.clipped_samples += frame.clipped_samples
+
     for block in source:
         if block.lost_samples:
             log.warning("capture lost %d samples; restarting the frame", block.lost_samples)
-            builder.skip(block.lost_samples)
+            store(builder.skip(block.lost_samples))  # the frames held before the gap
             stats.lost_samples += block.lost_samples
         if block.samples is not None:
             stats.samples += block.samples.size
-            for frame in builder.push(block.samples):
-                step_ns = clock.step_ns()
-                if step_ns:
-                    frame = dataclasses.replace(frame, clock_step_ns=step_ns)
-                    stats.clock_steps += 1
-                outbox.put(frame.seq, encode_frame(frame))
-                stats.frames += 1
-                stats.clipped_samples += frame.clipped_samples
+            store(builder.push(block.samples))
         if time.monotonic() - last_report >= progress_every_s:
             done = stats.samples / builder.sample_rate
             of_total = f" of {total_s:.0f} s" if total_s else ""
@@ -84,11 +89,11 @@ def measure_into_outbox(
             )
             last_report = time.monotonic()
         if stop.is_set():
+            store(builder.skip(0))  # complete seconds held for the CNN's look-ahead
             return
-    if pad_last:
-        for frame in builder.finish():
-            outbox.put(frame.seq, encode_frame(frame))
-            stats.frames += 1
+    # The end of a file: its last part second padded with silence (replay); the end of a
+    # capture: the complete seconds still held, the part second dropped.
+    store(builder.finish() if pad_last else builder.skip(0))
 
 
 def run_node(

@@ -62,7 +62,7 @@ from __future__ import annotations
 import gc
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import msgpack
@@ -174,6 +174,11 @@ class Frame:
     def end_ns(self) -> int:
         """Capture time just after the frame's last sample, ns since the epoch."""
         return self.capture_ns + round(self.n_samples * 1e9 / self.sample_rate)
+
+    def retimed(self, capture_ns: int) -> Frame:
+        """The same frame captured at ``capture_ns``, its patches moved with it (replay)."""
+        shift = capture_ns - self.capture_ns
+        return replace(self, capture_ns=capture_ns, patch_start_ns=self.patch_start_ns + shift)
 
     @property
     def patch_starts_ns(self) -> np.ndarray:
@@ -479,7 +484,8 @@ def _validated(payload: object) -> Frame:
     patch_start_ns = payload["p0"]
     # A frame's patches start at most 2 s before it (those completed with the next second)
     # and within it; an empty list names the frame's own start.
-    if not payload["t"] - 2 * 10**9 <= patch_start_ns <= payload["t"] + 2 * 10**9:
+    if not (payload["t"] - 2 * 10**9 <= patch_start_ns <= payload["t"] + 2 * 10**9
+            and 0 <= patch_start_ns < 2**63 - MAX_PATCHES * PATCH_HOP_NS):
         raise WireError(f"field 'p0': {patch_start_ns} ns is not within 2 s of the frame's "
                         f"capture time {payload['t']} ns", WireReason.OUT_OF_RANGE)
     model_versions = payload["mv"]

@@ -17,8 +17,9 @@ from analyzer.acoustics.audibility import (
     AudibilityAssessor,
     AudibilitySettings,
     Propagator,
+    event_share_db,
+    frame_band_levels,
     residual_corrected_db,
-    step_band_levels,
 )
 from analyzer.acoustics.propagation import (
     absorption_db_per_m,
@@ -189,12 +190,36 @@ def test_event_within_3_db_of_background_is_flagged_not_corrected() -> None:
     assert corrected[1] == pytest.approx(10 * np.log10(1e7 - 1e6))
 
 
-def test_mel_derived_bands_read_a_tone_in_its_band() -> None:
+def test_the_frames_bands_read_a_tone_in_its_band() -> None:
     frame = next(frames_from_samples(sine(1000.0, 0.1, 1.0, 48000), 48000, 120.0))
-    bands = step_band_levels(frame.mel_db)[10:].mean(axis=0)
+    bands = frame_band_levels(frame)
     index = int(np.argmin(np.abs(BAND_CENTRES_HZ - 1000.0)))
+    assert bands.shape == BAND_CENTRES_HZ.shape
     assert bands[index] == pytest.approx(100.0, abs=1.0)
     assert bands[index] - bands[index + 2] > 15.0
+
+
+def test_a_burst_filling_a_tenth_of_its_second_is_read_10_db_above_the_seconds_level() -> None:
+    laeq_steps = np.full(50, 20.0)
+    laeq_steps[10:15] = 80.0  # 0.1 s that carries (nearly) all the second's energy
+    inside = np.zeros(50, bool)
+    inside[10:15] = True
+    assert event_share_db(laeq_steps, inside) == pytest.approx(10.0, abs=0.01)
+    assert event_share_db(laeq_steps, np.ones(50, bool)) == pytest.approx(0.0)
+
+
+def test_an_event_spectrum_is_the_bursts_own_level_not_its_second_diluted() -> None:
+    """A 0.2 s 1 kHz burst at 80 dB in a quiet second: the event's 1 kHz band reads about
+    80 dB (not the 73 dB of the whole second)."""
+    frames = _frames(background_rms=0.0001, tone_rms=0.1, tone_span_s=(20.4, 20.6))
+    assessor = AudibilityAssessor(_site(), AudibilitySettings())
+    for frame in frames:
+        assessor.observe(frame, 0.0)
+    bands = assessor._event_bands(_event(frames, 20.4, 20.6))
+    assert bands is not None
+    index = int(np.argmin(np.abs(BAND_CENTRES_HZ - 1000.0)))
+    assert bands[index] == pytest.approx(80.0, abs=0.5)
+    assert frame_band_levels(frames[20])[index] == pytest.approx(80.0 - 7.0, abs=0.5)
 
 
 # --- conservatism ---------------------------------------------------------------------------

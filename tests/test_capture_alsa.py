@@ -70,7 +70,9 @@ def test_virtual_alsa_input_gives_the_same_frames_as_the_file(tmp_path: Path) ->
         assert (a.laeq_db, a.lceq_db, a.lzeq_db, a.lafmax_db) == (
             b.laeq_db, b.lceq_db, b.lzeq_db, b.lafmax_db)
         np.testing.assert_array_equal(a.bands_db, b.bands_db)
-        np.testing.assert_array_equal(a.mel_db, b.mel_db)
+        np.testing.assert_array_equal(a.dog_steps, b.dog_steps)
+        # replay of a file completes its last patches with silence; a capture stops short
+        np.testing.assert_array_equal(a.embeddings, b.embeddings[: len(a.embeddings)])
 
 
 def test_unknown_device_lists_the_available_ones(tmp_path: Path) -> None:

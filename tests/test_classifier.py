@@ -11,6 +11,7 @@ import soundfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from analyzer.detect import DogHead
 from analyzer.detect.classifier import (
     DEFAULT_MODEL_PATH,
     LEVEL_RANGE_DB,
@@ -32,6 +33,7 @@ from analyzer.detect.detector import MODEL_VERSION
 from analyzer.detect.pipeline import DevicePipeline
 from analyzer.detect.settings import DetectorSettings
 from analyzer.offline.analysis import analyze_file, frames_of_file
+from sensor.frames import mel_rows_from_samples
 from tests.conftest import DEMO_RECORDING, sine, write_excerpt
 
 RATE = 16000
@@ -69,8 +71,20 @@ def _speech_like(duration_s: float, seed: int) -> np.ndarray:
     return 0.1 * voice / np.sqrt(np.mean(voice**2))
 
 
-def test_barks_in_a_real_recording_are_found_with_sensible_onsets(excerpt: Path) -> None:
-    document = analyze_file(excerpt, full_scale_db=100.0)
+@pytest.fixture(scope="module")
+def cnn_only(tmp_path_factory: pytest.TempPathFactory) -> DetectorSettings:
+    """Settings whose dog head passes the CNN's score through unchanged (fusion: the CNN's
+    log-odds alone), so a test sees the bundled CNN as it was before wire v2 fused it with
+    YAMNet's 0.96 s patches (whose default maximum moves onsets up to a patch earlier)."""
+    path = tmp_path_factory.mktemp("head") / "cnn_only.npz"
+    np.savez(path, **DogHead(version="cnn-only", fusion=np.array([1.0, 0.0, 0.0])).to_arrays())
+    return DetectorSettings(head_path=str(path))
+
+
+def test_barks_in_a_real_recording_are_found_with_sensible_onsets(
+    excerpt: Path, cnn_only: DetectorSettings
+) -> None:
+    document = analyze_file(excerpt, full_scale_db=100.0, settings=cnn_only)
     events = document["events"]
     for onset, offset in ((4.365, 5.575), (12.746, 16.616)):
         hits = [e for e in events if e["onset_s"] < offset and e["offset_s"] > onset]
@@ -127,11 +141,12 @@ def test_model_file_loads_without_pickle_and_its_version_is_in_the_output(excerp
     assert model.version == MODEL_VERSION
     assert model.layers[0].weight.shape[1] == N_CHANNELS
     document = analyze_file(excerpt, full_scale_db=100.0)
-    assert document["model_version"] == model.version
+    # The sensor's networks (CNN version, YAMNet file digest), then the analyzer's dog head
+    assert document["model_version"].startswith(model.version + "+yamnet-")
     _, frames = frames_of_file(excerpt, 100.0)
     pipeline = DevicePipeline("dev-1", DetectorSettings())
     events = [e for f in frames for e in pipeline.feed(f).events] + pipeline.flush()
-    assert events and {e.model_version for e in events} == {model.version}
+    assert events and {e.model_version for e in events} == {document["model_version"]}
 
 
 def test_the_same_input_gives_the_same_events_every_run(excerpt: Path) -> None:
@@ -340,8 +355,8 @@ def test_a_gap_in_the_frames_closes_the_open_event(excerpt: Path) -> None:
 
 
 def test_only_steps_whose_context_stays_quiet_are_gated(excerpt: Path) -> None:
-    _, frames = frames_of_file(excerpt, 100.0)
-    mel = np.concatenate([f.mel_db for f in frames]).astype(np.float32)
+    audio, rate = soundfile.read(excerpt, dtype="float64", always_2d=True)
+    mel = mel_rows_from_samples(audio.mean(axis=1), rate, 100.0).astype(np.float32)
     mel[300:700] -= 60.0  # a quiet stretch in the middle
     model = load_model(DEFAULT_MODEL_PATH)
 

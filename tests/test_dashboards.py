@@ -89,8 +89,8 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Filled]:
     bark, quiet = _bark_and_quiet_frames()
     start_ns = time.time_ns() - (TOTAL_S + 600) * NS
     frames = [(frame_topic(DEVICE), encode_frame(dataclasses.replace(
-        bark if t in EPISODE_BARKS_S else quiet, device_id=DEVICE, seq=t,
-        capture_ns=start_ns + t * NS))) for t in range(TOTAL_S)]
+        (bark if t in EPISODE_BARKS_S else quiet).retimed(start_ns + t * NS), device_id=DEVICE,
+        seq=t))) for t in range(TOTAL_S)]
     with Services(root / "services") as services:
         config = AnalyzerConfig(
             stats_interval_s=1.0, sites_dir=str(sites),

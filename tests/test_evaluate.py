@@ -9,6 +9,7 @@ import numpy as np
 import soundfile
 
 from analyzer.cli.main import main
+from analyzer.detect import DogHead
 from analyzer.detect.detector import model_version
 from analyzer.offline.evaluate import (
     FileResult,
@@ -105,7 +106,14 @@ def test_evaluate_command_on_a_tiny_fixture_set(tmp_path: Path, capsys) -> None:
     noise = np.random.default_rng(3).standard_normal(160000) * 1e-3
     soundfile.write(data / "quiet.wav", noise, 16000, subtype="FLOAT")
     out = tmp_path / "out"
-    assert main(["evaluate", str(data), "--out", str(out), "--full-scale-db", "100"]) == 0
+    # The bundled CNN's known answers: a dog head that passes its score through (wire v2's
+    # default fuses it with YAMNet's 0.96 s patches, which moves onsets up to a patch earlier)
+    head = tmp_path / "cnn_only.npz"
+    np.savez(head, **DogHead(version="cnn-only", fusion=np.array([1.0, 0.0, 0.0])).to_arrays())
+    config = tmp_path / "analyzer.toml"
+    config.write_text(f'[detector]\nhead_path = "{head}"\n')
+    assert main(["evaluate", str(data), "--out", str(out), "--full-scale-db", "100",
+                 "--config", str(config)]) == 0
     printed = json.loads(capsys.readouterr().out)
     summary = json.loads((out / "summary.json").read_text())
     assert (out / "pr_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

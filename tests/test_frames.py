@@ -1,14 +1,26 @@
-"""Frames: capture time from the sample count, block-split invariance, calibrated features."""
+"""Frames: capture time from the sample count, block-split invariance, calibrated levels, and
+the networks' outputs (wire v2) in the right frames."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from sensor.dog_cnn import DogClassifier, cached_model
 from sensor.errors import AudioInputError
 from sensor.features import MelFeatures, mel_centre_frequencies_hz
-from sensor.frames import FrameBuilder, MeasurementOptions
+from sensor.frames import (
+    FrameBuilder,
+    MeasurementOptions,
+    _DcBlocker,
+    frames_from_samples,
+    mel_rows_from_samples,
+)
 from sensor.levels import LevelMeter
+from sensor.resample import StreamResampler
+from sensor.scoring import CNN_GATE_DB, cached_yamnet
+from sensor.wire import PATCH_HOP_NS
+from sensor.yamnet_features import PATCH_S, clip_patches
 from tests.conftest import sine
 
 START_NS = 1_780_000_000_000_000_000
@@ -19,7 +31,7 @@ def _frames(signal: np.ndarray, rate: int, block: int) -> list:
     out = []
     for i in range(0, signal.size, block):
         out += builder.push(signal[i : i + block])
-    return out
+    return out + builder.finish()  # the frame held for the CNN's look-ahead
 
 
 def test_capture_time_and_sequence_follow_the_sample_count() -> None:
@@ -37,7 +49,9 @@ def test_frames_do_not_depend_on_how_the_stream_is_split() -> None:
         assert a.laeq_db == pytest.approx(b.laeq_db, abs=1e-9)
         assert a.lafmax_db == pytest.approx(b.lafmax_db, abs=1e-9)
         np.testing.assert_allclose(a.bands_db, b.bands_db, atol=1e-4)
-        np.testing.assert_allclose(a.mel_db, b.mel_db, atol=1e-4)
+        np.testing.assert_allclose(a.dog_steps, b.dog_steps, atol=1e-6)
+        np.testing.assert_allclose(a.embeddings, b.embeddings, atol=1e-4)
+        assert a.patch_start_ns == b.patch_start_ns
 
 
 def test_one_khz_sine_reads_its_calibrated_level() -> None:
@@ -50,9 +64,44 @@ def test_one_khz_sine_reads_its_calibrated_level() -> None:
 def test_lost_samples_move_capture_time_on() -> None:
     builder = FrameBuilder("dev-1", 16000, 120.0, START_NS)
     builder.push(np.zeros(8000))
-    builder.skip(16000)
-    frames = builder.push(np.zeros(16000))
+    assert builder.skip(16000) == []  # nothing complete was held
+    frames = builder.push(np.zeros(16000)) + builder.finish()
     assert frames[0].capture_ns == START_NS + 1_500_000_000
+    assert frames[0].patch_start_ns == START_NS + 1_500_000_000  # YAMNet restarts there
+
+
+def test_a_second_waits_for_the_next_one_and_lost_samples_hand_it_over() -> None:
+    builder = FrameBuilder("dev-1", 16000, 120.0, START_NS)
+    assert builder.push(np.zeros(16000)) == []  # the CNN needs 0.64 s of the next second
+    assert [f.seq for f in builder.push(np.zeros(16000))] == [0]
+    held = builder.skip(100)
+    assert [f.seq for f in held] == [1]
+    assert held[0].dog_steps.size == 50
+
+
+def test_every_patch_that_covers_a_step_comes_with_that_steps_frame_or_earlier() -> None:
+    signal = 0.05 * np.random.default_rng(5).standard_normal(round(6.3 * 48000))
+    frames = list(frames_from_samples(signal, 48000, 120.0, start_ns=START_NS))
+    seen: list[int] = []
+    for frame in frames:
+        seen += list(frame.patch_starts_ns)
+        starts = np.array(seen)
+        last_centre = frame.end_ns - 10_000_000
+        covering = (starts <= last_centre) & (starts + round(PATCH_S * 1e9) > last_centre)
+        assert covering.any(), frame.seq
+    assert np.all(np.diff(seen) == PATCH_HOP_NS) and seen[0] == START_NS
+
+
+def test_the_sensors_patches_are_yamnets_own_of_the_whole_resampled_clip() -> None:
+    signal = 0.05 * np.random.default_rng(6).standard_normal(3 * 48000)
+    frames = list(frames_from_samples(signal, 48000, 120.0))
+    resampler = StreamResampler(48000)
+    dc_removed = _DcBlocker(48000).process(signal)  # the networks hear what the meter does
+    whole = np.concatenate([resampler.process(dc_removed), resampler.process(np.zeros(0), True)])
+    expected = cached_yamnet().run(clip_patches(whole))
+    embeddings = np.concatenate([f.embeddings for f in frames])
+    assert embeddings.shape == expected.embeddings.shape
+    np.testing.assert_allclose(embeddings, expected.embeddings, atol=1e-4)
 
 
 def test_unsupported_rate_is_refused_with_the_supported_ones() -> None:
@@ -108,6 +157,7 @@ def test_under_range_flag_near_the_microphone_noise_floor() -> None:
     quiet = FrameBuilder("dev-1", 48000, 120.0, START_NS, options=options)
     frames = quiet.push(np.concatenate([sine(1000.0, 10 ** (-88 / 20), 1.0, 48000),
                                         sine(1000.0, 10 ** (-80 / 20), 1.0, 48000)]))
+    frames += quiet.finish()
     assert [f.under_range for f in frames] == [True, False]  # 32 dB and 40 dB
 
 
@@ -119,3 +169,15 @@ def test_same_input_gives_identical_frames_on_every_run() -> None:
         assert (a.laeq_db, a.lceq_db, a.lzeq_db, a.lafmax_db, a.lasmax_db, a.laf90_db) == (
             b.laeq_db, b.lceq_db, b.lzeq_db, b.lafmax_db, b.lasmax_db, b.laf90_db)
         np.testing.assert_array_equal(a.bands_db, b.bands_db)
+
+
+def test_trainings_mel_rows_are_the_ones_the_sensors_cnn_scores() -> None:
+    signal = 0.05 * np.random.default_rng(8).standard_normal(round(3.5 * 16000))
+    frames = list(frames_from_samples(signal, 16000, 100.0))
+    rows = mel_rows_from_samples(signal, 16000, 100.0).astype(np.float32)
+    scorer = DogClassifier(cached_model(), smoothing_steps=1, min_band_level_db=CNN_GATE_DB)
+    # a second (50 rows) at a time, as the CNN's inputs track a background per frame
+    parts = [scorer.scores(rows[i : i + 50]) for i in range(0, len(rows), 50)]
+    expected = np.concatenate([*parts, scorer.flush()])
+    np.testing.assert_allclose(np.concatenate([f.dog_steps for f in frames]), expected,
+                               atol=1e-6)

@@ -142,9 +142,9 @@ def test_the_analysis_lets_each_frame_go_once_it_is_scored(
     most_alive = 0
     measured = analyzer.offline.analysis.measured_frames
 
-    def watched(source: FileSource, full_scale_db: float) -> Iterator[Frame]:
+    def watched(source: FileSource, full_scale_db: float, *model: str) -> Iterator[Frame]:
         nonlocal most_alive
-        for frame in measured(source, full_scale_db):
+        for frame in measured(source, full_scale_db, *model):
             most_alive = max(most_alive, sum(r() is not None for r in refs))
             refs.append(weakref.ref(frame))
             yield frame

@@ -49,8 +49,8 @@ def _stream(start_ns: int) -> list[tuple[str, bytes]]:
     barks = set(EPISODE_BARKS_S) | set(STRETCH_BARKS_S)
     return [
         (frame_topic(DEVICE), encode_frame(dataclasses.replace(
-            bark if t in barks else quiet, device_id=DEVICE, seq=t,
-            capture_ns=start_ns + t * NS)))
+            (bark if t in barks else quiet).retimed(start_ns + t * NS), device_id=DEVICE,
+            seq=t)))
         for t in range(TOTAL_S)
     ]
 

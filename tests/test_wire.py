@@ -1,4 +1,4 @@
-"""Wire format v1: round trip, and every kind of bad payload named precisely."""
+"""Wire format v2: round trip, every kind of bad payload named precisely, v1 refused."""
 
 from __future__ import annotations
 
@@ -14,11 +14,21 @@ from hypothesis import strategies as st
 from sensor.config import load_sensor_config
 from sensor.errors import ConfigError, WireError
 from sensor.frames import frames_from_samples
-from sensor.wire import Frame, decode_frame, device_from_topic, encode_frame, frame_topic
+from sensor.wire import (
+    EMBEDDING_SIZE,
+    MAX_PATCHES,
+    N_CLASSES,
+    Frame,
+    decode_frame,
+    device_from_topic,
+    encode_frame,
+    frame_topic,
+)
 from tests.conftest import sine
 
 FRAME = next(frames_from_samples(sine(1000.0, 0.1, 1.0, 48000), 48000, 120.0,
                                  device_id="dev-1", start_ns=1_700_000_000_000_000_000))
+F16 = np.float16
 
 
 def _payload(**changes: object) -> bytes:
@@ -34,20 +44,50 @@ def test_round_trip_keeps_every_field() -> None:
     for field in dataclasses.fields(Frame):
         original, back = getattr(FRAME, field.name), getattr(decoded, field.name)
         if isinstance(original, np.ndarray):
-            # float16 on the wire: 0.0625 dB resolution up to 128 dB
-            np.testing.assert_allclose(back, original, atol=0.07)
+            # float16 on the wire: 0.0625 dB resolution up to 128 dB, 0.0005 under a score of 1
+            np.testing.assert_allclose(back, original, atol=0.07, rtol=1e-3)
         else:
             assert back == original, field.name
 
 
+def test_round_trip_keeps_the_networks_outputs_to_float16() -> None:
+    decoded = decode_frame(encode_frame(FRAME))
+    # one second, padded as YAMNet pads a clip (to 0.975 s + a whole 0.48 s hop): two patches
+    assert decoded.embeddings.shape == (2, EMBEDDING_SIZE)
+    assert decoded.class_scores.shape == (2, N_CLASSES)
+    np.testing.assert_array_equal(decoded.embeddings, FRAME.embeddings.astype(F16))
+    np.testing.assert_array_equal(decoded.class_scores, FRAME.class_scores.astype(F16))
+    np.testing.assert_array_equal(decoded.dog_steps, FRAME.dog_steps.astype(F16))
+    assert list(decoded.patch_starts_ns - FRAME.capture_ns) == [0, 480_000_000]
+    assert decoded.model_versions.startswith("dog-cnn-")
+
+
+def test_v2_carries_no_spectrogram_finer_than_a_second() -> None:
+    raw = msgpack.unpackb(encode_frame(FRAME), raw=False)
+    assert "mel" not in raw and "mels" not in raw
+    assert len(raw["bands"]) // 4 == len(FRAME.bands_db)  # one band spectrum per second
+
+
 def test_frame_is_compact() -> None:
-    assert len(encode_frame(FRAME)) < 8000  # 64 mels x 50 steps x 2 bytes dominate
+    # patches x (1024 + 521) x 2 bytes dominate: 3.1 kB each, 2 or 3 a second
+    assert len(encode_frame(FRAME)) < 3500 * len(FRAME.embeddings) + 1000
+
+
+def test_a_v1_frame_is_refused_with_the_upgrade_message() -> None:
+    raw = msgpack.unpackb(encode_frame(FRAME), raw=False)
+    for key in ("dog_s", "p0", "emb", "ys", "mv"):
+        del raw[key]
+    v1 = raw | {"v": 1, "mels": 64, "mel": np.zeros((50, 64), F16).tobytes()}
+    with pytest.raises(WireError, match="wire format v1 is no longer accepted.*upgrade the "
+                       "sensor's software to wire format v2") as caught:
+        decode_frame(msgpack.packb(v1, use_bin_type=True))
+    assert caught.value.reason == "version"
 
 
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"v": 2}, "schema version 2"),
+        ({"v": 3}, "schema version 3 is not supported (expected 2)"),
         ({"seq": None}, "missing field(s): seq"),
         ({"extra": 1}, "unknown field(s): extra"),
         ({"seq": "7"}, "field 'seq'"),
@@ -56,7 +96,32 @@ def test_frame_is_compact() -> None:
         ({"sr": 22050}, "field 'sr'"),
         ({"la": float("nan")}, "field 'la'"),
         ({"bands": b"\x00\x00\x80"}, "field 'bands'"),
-        ({"mel": b"\x00\x00"}, "field 'mel'"),
+        ({"mel": b"\x00\x00"}, "unknown field(s): mel"),
+        ({"mels": 64}, "unknown field(s): mels"),
+        ({"dog_s": None}, "missing field(s): dog_s"),
+        ({"dog_s": np.zeros(49, F16).tobytes()}, "field 'dog_s': 49 values, expected 50"),
+        ({"dog_s": np.full(50, np.nan, F16).tobytes()}, "field 'dog_s': contains NaN"),
+        ({"dog_s": np.full(50, 1.5, F16).tobytes()}, "field 'dog_s': score 1.5 at index 0 "
+                                                     "is outside 0..1"),
+        ({"dog_s": np.full(50, -0.5, F16).tobytes()}, "field 'dog_s': score -0.5"),
+        ({"dog_s": "x"}, "field 'dog_s': str is not the expected bytes"),
+        ({"emb": np.zeros(1000, F16).tobytes()}, "field 'emb': 2000 bytes is not a whole "
+                                                 "number of rows of 1024"),
+        ({"emb": np.zeros((1, 1024), F16).tobytes()}, "field 'ys': 2 patches, but 'emb' has 1"),
+        ({"emb": np.full((2, 1024), -1.0, F16).tobytes()}, "field 'emb': embedding value -1.0"),
+        ({"emb": np.full((2, 1024), np.inf, F16).tobytes()}, "field 'emb': contains NaN"),
+        ({"emb": np.zeros((MAX_PATCHES + 1, 1024), F16).tobytes()},
+         "field 'emb': 9 patches exceeds the limit of 8"),
+        ({"ys": np.zeros(521, F16).tobytes() + b"\x00"}, "field 'ys': 1043 bytes"),
+        ({"ys": np.full((2, 521), 2.0, F16).tobytes()}, "field 'ys': class score 2.0"),
+        ({"ys": np.full((2, 521), np.nan, F16).tobytes()}, "field 'ys': contains NaN"),
+        ({"p0": "0"}, "field 'p0': str is not the expected int"),
+        ({"p0": 0}, "field 'p0': 0 ns is not within 2 s of the frame's capture time"),
+        ({"p0": None}, "missing field(s): p0"),
+        ({"p0": 2**64 - 1}, "field 'p0'"),
+        ({"mv": ""}, "field 'mv': '' is not 1 to 128 printable characters"),
+        ({"mv": "cnn\n"}, "field 'mv'"),
+        ({"mv": 3}, "field 'mv': int is not the expected str"),
         ({"laf_s": b""}, "field 'laf_s'"),
     ],
 )
@@ -86,13 +151,14 @@ def test_topic_names_kind_and_device() -> None:
 @settings(max_examples=40, deadline=None)
 @given(
     seq=st.integers(0, 2**63 - 1),
-    capture_ns=st.integers(0, 2**63 - 1),
+    capture_ns=st.integers(0, 2**63 - 10**10),  # p0 leaves room for 8 patches
     levels=st.lists(st.floats(-20.0, 140.0), min_size=4, max_size=4),
     n_bands=st.integers(1, 43),
 )
 def test_round_trip_property(seq: int, capture_ns: int, levels: list[float], n_bands: int) -> None:
     frame = dataclasses.replace(
-        FRAME, seq=seq, capture_ns=capture_ns, laeq_db=levels[0], lceq_db=levels[1],
+        FRAME, seq=seq, capture_ns=capture_ns, patch_start_ns=capture_ns, laeq_db=levels[0],
+        lceq_db=levels[1],
         lzeq_db=levels[2], lafmax_db=levels[3],
         bands_db=np.linspace(10, 90, n_bands, dtype=np.float32),
     )
@@ -162,8 +228,12 @@ def test_a_device_id_with_a_trailing_newline_is_refused_in_frames_topics_and_sen
 def test_the_encoder_refuses_what_the_decoder_refuses() -> None:
     with pytest.raises(WireError, match="field 'la'"):
         encode_frame(dataclasses.replace(FRAME, laeq_db=float("nan")))
-    with pytest.raises(WireError, match="field 'mel': contains NaN or infinity"):
-        encode_frame(dataclasses.replace(FRAME, mel_db=np.full((50, 64), 1e6, np.float32)))
+    with pytest.raises(WireError, match="field 'emb': contains NaN or infinity"):
+        encode_frame(dataclasses.replace(FRAME, embeddings=np.full((2, 1024), 1e6, np.float32)))
+    with pytest.raises(WireError, match=r"field 'ys': shape \(2, 520\)"):
+        encode_frame(dataclasses.replace(FRAME, class_scores=np.zeros((2, 520), np.float32)))
+    with pytest.raises(WireError, match="field 'dog_s': score 1.5"):
+        encode_frame(dataclasses.replace(FRAME, dog_steps=np.full(50, 1.5, np.float32)))
     with pytest.raises(WireError, match="field 'seq'"):
         encode_frame(dataclasses.replace(FRAME, seq=2**64))
 

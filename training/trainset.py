@@ -11,8 +11,8 @@ pitch/time change by resampling, distance low-pass for air absorption, synthetic
 reverberation, a random spectral tilt and resonance), placed into a real background
 recording (the manifest's ambience clips) at an SNR of -5..+20 dB with background before and
 after it, scaled to a random level over +-20 dB around -30 dBFS, and then measured by the
-sensor's own code (``sensor.frames.frames_from_samples`` at a nominal full scale of 100 dB
-SPL, through the wire format and back: float16 mel levels). Options: a fraction of the clip
+sensor's own code (``sensor.frames.mel_rows_from_samples`` at a nominal full scale of 100 dB
+SPL, rounded to float16 as the sensor's CNN reads them). Options: a fraction of the clip
 streams may start with the clip itself (``--no-lead-in-fraction``: files cut tight around a
 sound), and labels with few clips (birds and other animals, voices, growls, howls, whines) may
 get more copies than the common ones (``--rare-copy-factor``). Extra negatives:
@@ -51,8 +51,7 @@ from typing import Any
 import numpy as np
 from scipy import signal
 
-from sensor.frames import frames_from_samples
-from sensor.wire import decode_frame, encode_frame
+from sensor.frames import mel_rows_from_samples
 from training.augment import (
     augment_source,
     background_segment,
@@ -148,12 +147,9 @@ def scaled_to_dbfs(audio: np.ndarray, level_dbfs: float) -> np.ndarray:
 
 
 def mel_of_audio(audio: np.ndarray, full_scale_db: float = FULL_SCALE_DB) -> np.ndarray:
-    """The sensor's mel rows of a signal, exactly as the analyzer receives them (float16)."""
-    rows = [
-        decode_frame(encode_frame(frame)).mel_db
-        for frame in frames_from_samples(audio, RATE, full_scale_db)
-    ]
-    return np.concatenate(rows).astype(np.float16)
+    """The sensor's mel rows of a signal, exactly as its CNN reads them (float16; since wire v2
+    they stay on the sensor)."""
+    return mel_rows_from_samples(audio, RATE, full_scale_db)
 
 
 def make_stream(task: Task) -> tuple[np.ndarray, np.ndarray, dict[str, object]]:

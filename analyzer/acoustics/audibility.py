@@ -2,9 +2,13 @@
 
 For each dog-vocalization event of a device (REFERENCE.md sections 4-5, DESIGN.md section 4):
 
-1. **Event spectrum**: one-third-octave band levels over the event, from the frames' 20 ms
-   calibrated mel spectra (each mel band's power shared among the third-octave bands its
-   triangle overlaps), 100 Hz - 6.3 kHz, where the mel bands cover the bands fully.
+1. **Event spectrum**: one-third-octave band levels over the event, 100 Hz - 6.3 kHz, from the
+   frames' per-second band levels (wire v2 carries no finer spectra: issue 24). Within each
+   second the band energy is shared out over time by the 20 ms LAeq steps: the second's band
+   powers times the ratio of the A-weighted energy of the event's steps to that of the whole
+   second. A bark that dominates its second is then read at its own level rather than diluted
+   by the rest of the second; background in the envelope only lowers the ratio (the owner's
+   favour). It assumes the spectrum's shape does not change within the second.
 2. **Background**: per band and A-weighted, the L90 (``background_percentile``) of the 1 s
    levels of the bark-free seconds in a rolling window (default 10 minutes). With too few
    bark-free seconds the window's quietest seconds of any kind are used and the output says
@@ -36,7 +40,6 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
-import librosa
 import numpy as np
 
 from analyzer.acoustics.propagation import (
@@ -48,7 +51,6 @@ from analyzer.acoustics.propagation import (
 from analyzer.acoustics.site import GROUND_FACTORS, InstallationRecord
 from analyzer.detect import DogEvent
 from sensor.configfile import setting
-from sensor.features import FMAX_HZ, FMIN_HZ, N_MELS
 from sensor.wire import Frame
 
 
@@ -77,7 +79,7 @@ class AudibilitySettings:
                                     10.0, 3600.0)
 
 
-BAND_INDICES = np.arange(-10, 9)  # 100 Hz ... 6.3 kHz: fully covered by the mel bands
+BAND_INDICES = np.arange(-10, 9)  # 100 Hz ... 6.3 kHz: measured at every capture rate
 BAND_CENTRES_HZ = 1000.0 * 10.0 ** (BAND_INDICES / 10.0)
 BACKGROUND_ASSUMPTION = "background at the receiver assumed equal to the background at the sensor"
 
@@ -89,27 +91,21 @@ HEARING_THRESHOLD_DB = np.array([
 ])
 
 
-def _mel_to_third_octave_matrix(n_mels: int = N_MELS) -> np.ndarray:
-    """W (bands x mels): band power = W @ mel power, from the triangles' area in each band."""
-    grid_rate, grid_fft = 16000, 16000  # 1 Hz grid up to 8 kHz
-    triangles = librosa.filters.mel(sr=grid_rate, n_fft=grid_fft, n_mels=n_mels, fmin=FMIN_HZ,
-                                    fmax=FMAX_HZ, norm=None)
-    frequencies = np.arange(triangles.shape[1]) * grid_rate / grid_fft
-    areas = triangles.sum(axis=1)
-    matrix = np.zeros((BAND_INDICES.size, n_mels))
-    for row, centre in enumerate(BAND_CENTRES_HZ):
-        inside = (frequencies >= centre * 10**-0.05) & (frequencies < centre * 10**0.05)
-        matrix[row] = triangles[:, inside].sum(axis=1) / areas
-    return matrix
+def frame_band_levels(frame: Frame) -> np.ndarray:
+    """The frame's Leq in the bands of BAND_INDICES, dB; a band it lacks reads -300 dB."""
+    levels = np.full(BAND_INDICES.size, -300.0)
+    index = BAND_INDICES - frame.band_first_index
+    present = (index >= 0) & (index < len(frame.bands_db))
+    levels[present] = np.asarray(frame.bands_db, dtype=np.float64)[index[present]]
+    return levels
 
 
-MEL_TO_BANDS = _mel_to_third_octave_matrix()
-
-
-def step_band_levels(mel_db: np.ndarray) -> np.ndarray:
-    """One-third-octave band levels (steps x bands, dB) from mel band levels (steps x mels)."""
-    power = np.power(10.0, np.asarray(mel_db, dtype=np.float64) / 10.0) @ MEL_TO_BANDS.T
-    return np.asarray(10.0 * np.log10(np.maximum(power, 1e-30)))
+def event_share_db(laeq_steps_db: np.ndarray, inside: np.ndarray) -> float:
+    """10 lg of (mean A-weighted energy of the steps ``inside`` / mean over all the steps):
+    how much louder than its whole second the part of it inside an event was, dB (>= 0 when the
+    event is the loud part)."""
+    energy = np.power(10.0, np.asarray(laeq_steps_db, dtype=np.float64) / 10.0)
+    return float(10.0 * np.log10(energy[inside].mean() / max(energy.mean(), 1e-30)))
 
 
 def energy_mean_db(levels_db: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -270,6 +266,7 @@ class AudibilityAssessor:
         self.settings = settings
         self.propagator = Propagator(site)
         self.background = BackgroundTracker(settings)
+        # (capture ns, hop ns, band levels of the second, LAeq per step)
         self._recent: deque[tuple[int, int, np.ndarray, np.ndarray]] = deque()
         vocal = (settings.vocal_low_hz <= BAND_CENTRES_HZ) & (
             settings.vocal_high_hz >= BAND_CENTRES_HZ)
@@ -277,32 +274,39 @@ class AudibilityAssessor:
 
     def observe(self, frame: Frame, max_dog_score: float) -> None:
         """Take in one frame (capture order) and its highest dog score."""
-        steps = step_band_levels(frame.mel_db)
+        bands = frame_band_levels(frame)
         hop_ns = round(frame.hop_s * 1e9)
-        self._recent.append((frame.capture_ns, hop_ns, steps, frame.laeq_steps_db))
+        self._recent.append((frame.capture_ns, hop_ns, bands, frame.laeq_steps_db))
         horizon = frame.capture_ns - int(self.settings.event_memory_s * 1e9)
         while self._recent and self._recent[0][0] < horizon:
             self._recent.popleft()
-        self.background.add_second(frame.capture_ns, frame.laeq_db, energy_mean_db(steps),
+        self.background.add_second(frame.capture_ns, frame.laeq_db, bands,
                                    max_dog_score < self.settings.bark_free_score)
 
-    def _event_steps(self, event: DogEvent) -> np.ndarray:
-        rows = []
-        for start_ns, hop_ns, steps, _ in self._recent:
-            times = start_ns + hop_ns * np.arange(steps.shape[0])
+    def _event_bands(self, event: DogEvent) -> np.ndarray | None:
+        """Band levels over the event's steps (see the module's point 1), or None when none of
+        its frames is remembered."""
+        power = np.zeros(BAND_INDICES.size)
+        steps = 0
+        for start_ns, hop_ns, bands, laeq_steps in self._recent:
+            times = start_ns + hop_ns * np.arange(laeq_steps.size)
             inside = (times >= event.onset_ns) & (times < event.offset_ns)
-            if inside.any():
-                rows.append(steps[inside])
-        return np.concatenate(rows) if rows else np.zeros((0, BAND_INDICES.size))
+            n = int(np.count_nonzero(inside))
+            if n:
+                share_db = event_share_db(laeq_steps, inside)
+                power += n * np.power(10.0, (bands + share_db) / 10.0)
+                steps += n
+        if steps == 0:
+            return None
+        return np.asarray(10.0 * np.log10(np.maximum(power / steps, 1e-30)))
 
     def assess(self, event: DogEvent) -> EventAudibility | None:
         """Audibility of an event whose frames were observed; None when they are gone."""
-        steps = self._event_steps(event)
+        event_bands = self._event_bands(event)
         background = self.background.estimate()
-        if steps.shape[0] == 0 or background is None:
+        if event_bands is None or background is None:
             return None
         s = self.settings
-        event_bands = energy_mean_db(steps)
         bands, _ = residual_corrected_db(event_bands, background.bands_db, s.residual_limit_db)
         laeq, laeq_flag = residual_corrected_db(np.array([event.laeq_db]),
                                                 np.array([background.la90_db]),

@@ -1,34 +1,52 @@
-"""Per-device analysis of frames in capture order: score every step, track events.
+"""Per-device analysis of wire-v2 frames in capture order: fuse the scores, track events.
 
 Pure logic: no sockets, no clock. Live analysis and offline analysis both feed frames here,
 so they give the same events for the same frames.
+
+Per 20 ms step the score the event tracker reads is the fusion (:meth:`DogHead.fuse`) of
+- the small CNN's score, computed on the sensor (``Frame.dog_steps``) and smoothed here by a
+  centred moving average of ``smoothing_s`` (so it comes ``smoothing_s / 2`` late), and
+- the dog head's score of the YAMNet patches whose window holds the step's centre, exactly as
+  :func:`~analyzer.detect.head.step_head_scores` defines it. A sensor sends frame k with every
+  patch completed by the end of second k + 1 (``sensor.wire``), which includes every patch
+  that covers a step of frame k, so the head adds no delay beyond the smoothing.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+import logging
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from analyzer.detect.classifier import DogClassifier
-from analyzer.detect.detector import make_scorer, model_version
+from analyzer.detect.classifier import CentredMean, cached_model
 from analyzer.detect.events import DogEvent, EventTracker
+from analyzer.detect.head import PATCH_S, DogHead, step_head_scores
 from analyzer.detect.settings import DetectorSettings
 from sensor.wire import Frame
 
+log = logging.getLogger(__name__)
+
 # A jump in capture time larger than this between consecutive frames is a gap in coverage.
 CONTINUITY_TOLERANCE_NS = 50_000_000
+PATCH_NS = round(PATCH_S * 1e9)
+
+
+@functools.lru_cache(maxsize=8)
+def cached_head(path: str = "") -> DogHead:
+    """The dog head at ``path`` (empty: the bundled one, else untouched YAMNet), loaded once."""
+    return DogHead.load(path or None)
 
 
 @dataclass(frozen=True)
 class FrameResult:
     """What the pipeline made of one frame.
 
-    The classifier looks ``context_steps`` ahead (0.64 s for the bundled model), so the step
-    scores of a frame lag its rows: ``step_scores`` are the scores that became final with this
-    frame, for consecutive 20 ms steps starting at capture time ``scores_start_ns``;
-    ``max_dog_score`` is their maximum. The held-back steps at the end of a stream come with
-    :meth:`DevicePipeline.finish`.
+    The CNN's smoothing looks ``smoothing_s / 2`` ahead, so the fused scores of a frame lag its
+    steps: ``step_scores`` are the scores that became final with this frame, for consecutive
+    20 ms steps starting at capture time ``scores_start_ns``; ``max_dog_score`` is their
+    maximum. The held-back steps at the end of a stream come with :meth:`DevicePipeline.finish`.
     """
 
     max_dog_score: float
@@ -38,30 +56,45 @@ class FrameResult:
 
 
 class DevicePipeline:
-    """Classifier state and event tracker of one device; feed frames in capture order."""
+    """Score smoothing, patch scores and event tracker of one device; feed frames in order."""
 
-    def __init__(self, device_id: str, settings: DetectorSettings) -> None:
+    def __init__(self, device_id: str, settings: DetectorSettings,
+                 head: DogHead | None = None) -> None:  # fmt: skip
         self.device_id = device_id
+        self.head = head or cached_head(settings.head_path)
+        if self.head.on_threshold is not None and self.head.off_threshold is not None:
+            # A trained fusion's scores have their own scale: the thresholds tuned with it.
+            settings = replace(settings, on_threshold=self.head.on_threshold,
+                               off_threshold=self.head.off_threshold)  # fmt: skip
         self.settings = settings
-        self.detector: DogClassifier | None = None
         self.tracker: EventTracker | None = None
+        self._sensor_versions = ""
+        self._smoother: CentredMean | None = None
         self._expected_ns: int | None = None
         self._hop_ns = 0
         self._scores_ns: int | None = None  # capture time of the next step to be scored
         self._laeq = np.zeros(0, dtype=np.float32)  # levels of steps not yet scored
         self._laf = np.zeros(0, dtype=np.float32)
+        self._patch_starts_ns = np.zeros(0, dtype=np.int64)  # patches that may cover them
+        self._patch_scores = np.zeros(0, dtype=np.float32)
 
     @property
     def model_version(self) -> str:
-        """Version of the classifier model in use."""
-        return model_version(self.settings)
+        """The networks behind the scores: the sensor's (its frames' ``mv``; before the first
+        frame, the bundled CNN's) and the dog head's."""
+        sensor = self._sensor_versions or cached_model(self.settings.model_path).version
+        return f"{sensor}+{self.head.version}"
 
     def feed(self, frame: Frame) -> FrameResult:
         """Score one frame; return the events that ended with it."""
-        if self.detector is None or self.tracker is None:
-            self.detector = make_scorer(self.settings, frame.hop_s)
-            self.tracker = EventTracker(self.device_id, self.settings, self.model_version)
+        if self.tracker is None or self._smoother is None:
+            self._sensor_versions = frame.model_versions
             self._hop_ns = round(frame.hop_s * 1e9)
+            self._smoother = CentredMean(max(1, round(self.settings.smoothing_s / frame.hop_s)))
+            self.tracker = EventTracker(self.device_id, self.settings, self.model_version)
+        elif frame.model_versions != self._sensor_versions:
+            log.warning("device %s: sensor networks changed from %s to %s", self.device_id,
+                        self._sensor_versions, frame.model_versions)  # fmt: skip
         events: list[DogEvent] = []
         if (
             self._expected_ns is not None
@@ -73,38 +106,45 @@ class DevicePipeline:
             self._scores_ns = frame.capture_ns
         self._laeq = np.concatenate([self._laeq, frame.laeq_steps_db])
         self._laf = np.concatenate([self._laf, frame.laf_steps_db])
+        if len(frame.embeddings):
+            scores = self.head.patch_scores(frame.embeddings, frame.class_scores)
+            self._patch_starts_ns = np.concatenate([self._patch_starts_ns, frame.patch_starts_ns])
+            self._patch_scores = np.concatenate([self._patch_scores, scores])
         start_ns = self._scores_ns
-        scores = self.detector.scores(frame.mel_db)
-        events.extend(self._track(scores))
+        fused, tracked = self._track(self._smoother.process(frame.dog_steps))
+        events.extend(tracked)
         self._expected_ns = frame.end_ns
-        return FrameResult(
-            max_dog_score=float(scores.max(initial=0.0)),
-            events=events,
-            scores_start_ns=start_ns,
-            step_scores=scores,
-        )
+        return FrameResult(float(fused.max(initial=0.0)), events, start_ns, fused)
 
-    def _track(self, scores: np.ndarray) -> list[DogEvent]:
+    def _track(self, cnn: np.ndarray) -> tuple[np.ndarray, list[DogEvent]]:
         assert self.tracker is not None and self._scores_ns is not None
-        n = scores.size
+        n = cnn.size
+        starts_s = (self._patch_starts_ns - self._scores_ns) / 1e9
+        head = step_head_scores(starts_s, self._patch_scores, n, self._hop_ns / 1e9, PATCH_S)
+        fused = self.head.fuse(cnn, head)
         events = self.tracker.feed(
-            self._scores_ns, self._hop_ns / 1e9, scores, self._laeq[:n], self._laf[:n]
+            self._scores_ns, self._hop_ns / 1e9, fused, self._laeq[:n], self._laf[:n]
         )
         self._laeq, self._laf = self._laeq[n:], self._laf[n:]
         self._scores_ns += n * self._hop_ns
-        return events
+        # Patches that end before the next step's centre can cover no later step.
+        keep = self._patch_starts_ns + PATCH_NS > self._scores_ns + self._hop_ns // 2
+        self._patch_starts_ns, self._patch_scores = (
+            self._patch_starts_ns[keep], self._patch_scores[keep])
+        return fused, events
 
     def _drain(self) -> FrameResult:
         """Score the held-back steps, close open events and forget all context."""
-        if self.detector is None or self.tracker is None or self._scores_ns is None:
+        if self._smoother is None or self.tracker is None or self._scores_ns is None:
             return FrameResult(max_dog_score=0.0)
         start_ns = self._scores_ns
-        scores = self.detector.flush()
-        events = self._track(scores)
+        fused, events = self._track(self._smoother.flush())
         events.extend(self.tracker.flush())
         self._scores_ns = None
         self._laeq = self._laf = np.zeros(0, dtype=np.float32)
-        return FrameResult(float(scores.max(initial=0.0)), events, start_ns, scores)
+        self._patch_starts_ns = np.zeros(0, dtype=np.int64)
+        self._patch_scores = np.zeros(0, dtype=np.float32)
+        return FrameResult(float(fused.max(initial=0.0)), events, start_ns, fused)
 
     def finish(self) -> FrameResult:
         """End of a stream (a file): the held-back steps' scores and the events still open."""

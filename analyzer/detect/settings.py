@@ -11,19 +11,27 @@ from sensor.configfile import setting
 class DetectorSettings:
     """The dog-vocalization classifier and the event tracker (analyzer.detect.classifier, events).
 
-    Scores are per 20 ms step, 0..1. Defaults were chosen on held-out recordings
+    Scores are per 20 ms step, 0..1: the sensor's CNN score, smoothed here, fused with the dog
+    head's score of YAMNet's patches (analyzer.detect.pipeline). A head file that carries its
+    own on/off thresholds replaces the two below. Defaults were chosen on held-out recordings
     (models/MODEL_CARD.md) for few false alarms on long non-dog soundscapes.
     """
 
     model_path: str = setting(
-        "", "classifier model file (.npz from barkwatch-train fit); empty = bundled"
+        "", "the CNN the sensors run (.npz from barkwatch-train fit), named in results before a "
+        "frame says which one; empty = bundled"
+    )
+    head_path: str = setting(
+        "", "dog head file (.npz from barkwatch-train head); empty = bundled, else YAMNet's own "
+        "dog classes"
     )
     smoothing_s: float = setting(
         0.1, "centred moving average of step scores, s (adds half of it to the delay)", 0.0, 2.0
     )
     min_band_level_db: float = setting(
         0.0,
-        "steps whose loudest mel band (over the model's context) is below this, dB SPL, score 0",
+        "unused since wire v2: the sensor gates the CNN at 0 dB SPL (sensor.scoring); kept so "
+        "existing configuration files load",
         -100.0,
         100.0,
     )

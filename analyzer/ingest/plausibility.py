@@ -8,9 +8,9 @@ also has to be consistent with itself, with the device's earlier frames and with
   can be configured with, every level is one that calibration can measure (see
   :func:`level_problem`), the band levels lie within the IEC 61260-1 bands the schema names
   and below the Nyquist frequency, and the short-time series covers the frame's duration.
-- :func:`shape_problem` (drop, ``malformed``): the mel band count and step size equal those
-  the detector is built for (64 bands every 0.02 s; never those of a device's first frame,
-  which an untrusted frame could set).
+- :func:`shape_problem` (drop, ``malformed``): the step size and steps per second equal those
+  the detector is built for (50 steps of 0.02 s; never those of a device's first frame, which
+  an untrusted frame could set).
 - :func:`time_problem` (store flagged, ``implausible_time``): the capture time lies within
   ``max_frame_age_s`` before and ``max_clock_ahead_s`` after the analyzer's clock.
 
@@ -52,7 +52,6 @@ SCALAR_LEVELS = (
 )
 ARRAY_LEVELS = (
     ("bands", "bands_db"), ("laeq_s", "laeq_steps_db"), ("laf_s", "laf_steps_db"),
-    ("mel", "mel_db"),
 )
 
 
@@ -127,13 +126,14 @@ def frame_problem(frame: Frame) -> str | None:
 
 
 def shape_problem(frame: Frame, expected: tuple[int, float]) -> str | None:
-    """Whether ``frame``'s (mel bands, step s) differ from the ``expected`` ones (the
-    detector's)."""
-    shape = (int(frame.mel_db.shape[1]), float(frame.hop_s))
+    """Whether ``frame``'s (steps per second, step s) differ from the ``expected`` ones (the
+    detector's: the CNN's dog score every 20 ms)."""
+    per_second = round(len(frame.dog_steps) / frame.duration_s)
+    shape = (per_second, float(frame.hop_s))
     if shape[0] != expected[0] or not math.isclose(shape[1], expected[1], rel_tol=1e-9):
         return (
-            f"fields 'mels'/'hop': {shape[0]} mel bands every {shape[1]} s, but the detector "
-            f"takes {expected[0]} every {expected[1]} s"
+            f"fields 'dog_s'/'hop': {shape[0]} steps per second of {shape[1]} s, but the "
+            f"detector takes {expected[0]} of {expected[1]} s"
         )
     return None
 

@@ -36,7 +36,6 @@ from influxdb_client import Point, WritePrecision
 
 from analyzer.acoustics import load_site
 from analyzer.config import AnalyzerConfig
-from analyzer.detect import N_MELS
 from analyzer.errors import AnalyzerError, InfluxUnavailable
 from analyzer.ingest.device import DeviceAnalysis, DeviceOutput
 from analyzer.ingest.frame_check import DEVICE_MISMATCH, Rejection, check_frame
@@ -73,10 +72,10 @@ HOUSEKEEPING_EVERY_S = 1.0
 IMPLAUSIBLE_LOG_EVERY = 600  # per device: log the first implausible frame, then every 600th
 HANDLER_TRACEBACKS = 10  # full tracebacks for the first unexpected errors, one line after
 WORKER_ERROR_BACKOFF_S = 1.0
-# Every frame must fit the detector: its mel band count and the sensor's fixed step. Judged
+# Every frame must fit the detector: a dog score per fixed 20 ms step of each second. Judged
 # against these constants, not the device's first frame, so one bad frame cannot decide how
 # the device's later frames are treated.
-FRAME_SHAPE = (N_MELS, HOP_S)
+FRAME_SHAPE = (round(1.0 / HOP_S), HOP_S)  # the CNN scores every 20 ms step of a second
 INBOX_LIMITS = InboxLimits()  # the queue from the MQTT thread to the worker (ingest/inbox.py)
 
 

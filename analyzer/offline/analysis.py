@@ -1,4 +1,5 @@
-"""Offline analysis: the sensor's feature code and the analyzer's pipeline in one process.
+"""Offline analysis: the sensor's code (levels, bands, both networks) and the analyzer's
+pipeline in one process, through wire v2 and back, so offline and live give the same events.
 
 No broker, no database. This is the quickest way to try the product and the contract that
 outside evaluation tools read, so the JSON document is versioned (``schema``) and stable:
@@ -29,8 +30,10 @@ from analyzer.detect import DevicePipeline, DogEvent
 from analyzer.ordinance import Coverage, RuleSettings, findings_for_events, finite_json
 from sensor.calibration import DEFAULT_FULL_SCALE_DB
 from sensor.capture import AudioSampleError, FileSource
+from sensor.dog_cnn import cached_model
 from sensor.errors import WireError
 from sensor.frames import FrameBuilder
+from sensor.scoring import SensorNetworks
 from sensor.wire import Frame, decode_frame, encode_frame
 
 log = logging.getLogger(__name__)
@@ -46,18 +49,31 @@ def _round(value: float, digits: int = 2) -> float:
     return round(float(value), digits)
 
 
-def measured_frames(source: FileSource, full_scale_db: float) -> Iterator[Frame]:
+def measured_frames(source: FileSource, full_scale_db: float,
+                    cnn_model_path: str = "") -> Iterator[Frame]:  # fmt: skip
     """Measure a sound file exactly as a sensor would, one frame at a time (memory stays flat
     with the file's length); frames start at capture time 0.
 
     A trailing partial second is padded with silence so that short clips are analysed too.
     Every frame goes through the wire format and back, so offline analysis sees exactly the
-    numbers (float16 features included) that the live analyzer receives. Audio that cannot
-    be used raises :class:`AudioSampleError` (the frames before it have been yielded; the
-    partial second it falls in is dropped, not padded).
+    numbers (float16 scores and embeddings included) that the live analyzer receives. Audio
+    that cannot be used raises :class:`AudioSampleError` (the frames before it have been
+    yielded, as a sensor hands them over at a gap; the partial second it falls in is dropped,
+    not padded). ``cnn_model_path`` runs another CNN in the sensor's place (evaluation).
     """
-    builder = FrameBuilder("offline", source.sample_rate, full_scale_db, start_ns=0)
-    for block in source:
+    networks = SensorNetworks(source.sample_rate, cnn=cached_model(cnn_model_path))
+    builder = FrameBuilder("offline", source.sample_rate, full_scale_db, start_ns=0,
+                           networks=networks)  # fmt: skip
+    blocks = iter(source)
+    while True:
+        try:
+            block = next(blocks)
+        except StopIteration:
+            break
+        except AudioSampleError:  # the file's audio: hand over the seconds held, then fail
+            for frame in builder.skip(0):
+                yield _through_wire(frame, source)
+            raise
         if block.samples is not None:
             for frame in builder.push(block.samples):
                 yield _through_wire(frame, source)
@@ -79,11 +95,12 @@ def _through_wire(frame: Frame, source: FileSource) -> Frame:
         ) from exc
 
 
-def frames_of_file(path: str | Path, full_scale_db: float) -> tuple[FileSource, list[Frame]]:
+def frames_of_file(path: str | Path, full_scale_db: float,
+                   cnn_model_path: str = "") -> tuple[FileSource, list[Frame]]:  # fmt: skip
     """Every frame of a file in a list (:func:`measured_frames`), for callers that index
     them; analysis streams instead."""
     source = FileSource(path, block_s=1.0)
-    return source, list(measured_frames(source, full_scale_db))
+    return source, list(measured_frames(source, full_scale_db, cnn_model_path))
 
 
 class _FrameRows:
@@ -208,7 +225,7 @@ def analyze(
     frame_rows = _FrameRows() if include_frames else None
     failure: dict[str, Any] | None = None
     try:
-        for frame in measured_frames(source, full_scale_db):
+        for frame in measured_frames(source, full_scale_db, settings.model_path):
             result = pipeline.feed(frame)
             if assessor is not None:
                 assessor.observe(frame, result.max_dog_score)

@@ -228,7 +228,7 @@ def evaluate_file(
     starts: list[int] = []
     parts: list[np.ndarray] = []
     hop_s = 0.02
-    for count, frame in enumerate(measured_frames(source, full_scale_db)):
+    for count, frame in enumerate(measured_frames(source, full_scale_db, settings.model_path)):
         if count == 0:
             hop_s = frame.hop_s
         if progress is not None:

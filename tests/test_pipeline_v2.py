@@ -1,0 +1,143 @@
+"""The analyzer's pipeline on wire-v2 frames: per-step fused scores aligned with the head's
+reference definition across frames, and the same events on every run."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyzer.deploy.services import Services
+from analyzer.detect import DetectorSettings, DevicePipeline, DogHead, step_head_scores
+from analyzer.detect.classifier import CentredMean
+from analyzer.offline.analysis import analyze_file, frames_of_file
+from sensor.wire import Frame, decode_frame, encode_frame, frame_topic
+from tests.conftest import write_excerpt
+
+SETTINGS = DetectorSettings()  # smoothing 0.1 s: 5 steps
+
+
+def _varying_head() -> DogHead:
+    """A head whose patch scores differ from patch to patch, fused by a logistic that weighs
+    both scores, so a patch put on the wrong steps shows in the fused scores."""
+    rng = np.random.default_rng(11)
+    return DogHead.from_arrays({
+        "version": np.array("test-head"), "n_layers": np.array(1),
+        "w0": rng.normal(0.0, 0.05, (1024, 1)).astype(np.float32),
+        "b0": np.zeros(1, np.float32), "use_class_scores": np.array(False),
+        "feature_mean": np.zeros(1024, np.float32), "feature_scale": np.ones(1024, np.float32),
+        "fusion": np.array([1.0, 2.0, -0.5]),
+    })
+
+
+@pytest.fixture(scope="module")
+def barks(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Demo recording 0-14 s: bark spans at 2.39-4.36 s and 10.83-12.07 s."""
+    return write_excerpt(tmp_path_factory.mktemp("barks") / "barks.wav", 0.0, 14.0)
+
+
+@pytest.fixture(scope="module")
+def frames(barks: Path) -> list[Frame]:
+    # 14 frames; patches straddle frames and come with the next one
+    return frames_of_file(barks, 100.0)[1]
+
+
+def _streamed(frames: list[Frame], head: DogHead) -> tuple[np.ndarray, int]:
+    pipeline = DevicePipeline("dev-1", SETTINGS, head=head)
+    results = [pipeline.feed(frame) for frame in frames] + [pipeline.finish()]
+    starts = [r.scores_start_ns for r in results if r.step_scores.size]
+    scores = np.concatenate([r.step_scores for r in results])
+    return scores, starts[0]
+
+
+def test_streamed_fused_scores_equal_the_reference_on_the_whole_stream(
+    frames: list[Frame],
+) -> None:
+    head = _varying_head()
+    streamed, first_ns = _streamed(frames, head)
+    origin_ns = frames[0].capture_ns
+    assert first_ns == origin_ns
+    smoother = CentredMean(5)
+    cnn = np.concatenate([smoother.process(np.concatenate([f.dog_steps for f in frames])),
+                          smoother.flush()])
+    starts_s = np.concatenate([(f.patch_starts_ns - origin_ns) / 1e9 for f in frames])
+    patch_scores = head.patch_scores(np.concatenate([f.embeddings for f in frames]),
+                                     np.concatenate([f.class_scores for f in frames]))
+    assert len(np.unique(np.round(patch_scores, 3))) > 3  # the test can see misalignment
+    reference = head.fuse(cnn, step_head_scores(starts_s, patch_scores, cnn.size))
+    assert streamed.size == 50 * len(frames)
+    np.testing.assert_allclose(streamed, reference, atol=1e-6)
+
+
+def test_a_patch_shifted_by_one_hop_changes_the_fused_scores(frames: list[Frame]) -> None:
+    """The comparison above would notice misaligned patches."""
+    import dataclasses
+
+    head = _varying_head()
+    shifted = [dataclasses.replace(f, patch_start_ns=f.patch_start_ns + 480_000_000)
+               if i == 1 else f for i, f in enumerate(frames)]
+    assert not np.allclose(_streamed(shifted, head)[0], _streamed(frames, head)[0])
+
+
+def test_the_default_head_fuses_by_maximum_with_the_untouched_yamnet_score(
+    frames: list[Frame],
+) -> None:
+    head = DogHead()
+    streamed, _ = _streamed(frames, head)
+    smoother = CentredMean(5)
+    cnn = np.concatenate([smoother.process(np.concatenate([f.dog_steps for f in frames])),
+                          smoother.flush()])
+    assert np.all(streamed >= cnn - 1e-6)
+
+
+def test_a_head_with_its_own_thresholds_sets_the_trackers() -> None:
+    head = DogHead(on_threshold=0.6, off_threshold=0.4)
+    pipeline = DevicePipeline("dev-1", SETTINGS, head=head)
+    assert (pipeline.settings.on_threshold, pipeline.settings.off_threshold) == (0.6, 0.4)
+
+
+def test_the_bark_clip_gives_the_same_events_on_every_run_and_through_the_wire(
+    barks: Path, frames: list[Frame],
+) -> None:
+    first = analyze_file(barks, full_scale_db=100.0)["events"]
+    assert first and first == analyze_file(barks, full_scale_db=100.0)["events"]
+    pipeline = DevicePipeline("offline", SETTINGS)
+    rewired = [decode_frame(encode_frame(f)) for f in frames]
+    events = [e for f in rewired for e in pipeline.feed(f).events] + pipeline.flush()
+    assert [round(e.onset_ns / 1e9, 3) for e in events] == [e["onset_s"] for e in first]
+
+
+def test_a_gap_between_frames_closes_the_open_event_and_restarts_the_scores(
+    frames: list[Frame],
+) -> None:
+    pipeline = DevicePipeline("dev-1", SETTINGS)
+    pipeline.feed(frames[0])
+    after_gap = pipeline.feed(frames[2])  # frame 1 missing
+    assert after_gap.scores_start_ns == frames[2].capture_ns
+
+
+def test_a_live_analyzer_refuses_v1_frames_counting_them_by_reason_and_keeps_v2(
+    services: Services, frames: list[Frame],
+) -> None:
+    import dataclasses
+
+    import msgpack
+
+    from tests.conftest import publish_through_analyzer
+    from tests.test_end_to_end import analyzer_config
+
+    start_ns = time.time_ns() - 60 * 10**9
+    v2 = [dataclasses.replace(f.retimed(start_ns + i * 10**9), device_id="dev-v", seq=i)
+          for i, f in enumerate(frames[:3])]
+    old = msgpack.unpackb(encode_frame(v2[0]), raw=False)
+    for key in ("dog_s", "p0", "emb", "ys", "mv"):
+        del old[key]
+    v1 = msgpack.packb(old | {"v": 1, "seq": 7, "mels": 64,
+                              "mel": np.zeros((50, 64), np.float16).tobytes()},
+                       use_bin_type=True)
+    payloads = [encode_frame(v2[0]), v1, encode_frame(v2[1]), encode_frame(v2[2])]
+    analyzer = publish_through_analyzer(analyzer_config(services), frame_topic("dev-v"),
+                                        payloads, stored=3)
+    assert analyzer.rejections == {"version": 1}
