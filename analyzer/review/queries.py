@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -80,34 +81,48 @@ class PlotData:
                 "level_points": self.level_points}
 
 
+def _events(client: InfluxClient, where: str,
+            group: str) -> tuple[list[dict[str, Any]], list[list[int]]]:
+    """Each dog event in range, or their count per bucket when there are too many to draw."""
+    total = _values(client.query(f"SELECT count(duration_s) FROM dog_event WHERE {where}"))
+    if not total:
+        return [], []
+    if int(total[0][1]) > MAX_EVENTS_LISTED:
+        return [], [[_ms(t), int(n)] for t, n in _values(client.query(
+            f"SELECT count(duration_s) FROM dog_event WHERE {where} {group}"))]
+    return [{"onset_ms": _ms(t), "offset_ms": _ms(offset), "label": label,
+             "confidence": _round(confidence, 3), "plainly_audible": audible,
+             "laeq_db": _round(laeq, 1)}
+            for t, offset, label, confidence, audible, laeq in _values(client.query(
+                "SELECT offset_ns, label, confidence, plainly_audible, laeq_db FROM dog_event "
+                f"WHERE {where} ORDER BY time ASC"))], []
+
+
 def plot_data(client: InfluxClient, device_id: str, start_ns: int, end_ns: int,
               max_points: int) -> PlotData:
-    """Levels, dog events and the rules' progress of a device, downsampled by InfluxDB."""
+    """Levels, dog events and the rules' progress of a device, downsampled by InfluxDB.
+
+    The queries run at once: each level aggregate is a pass over every point in range (a
+    week: 604,800), and InfluxDB runs concurrent queries on separate cores."""
     where = f"{device_clause(device_id)} AND time >= {start_ns} AND time < {end_ns}"
     width = interval_s(end_ns - start_ns, max_points)
     group = f"GROUP BY time({width}s) fill(none)"
-    # Two aggregates, each one pass over the points in range (a week: 604,800): the frames
-    # behind each bucket are counted only when the buckets are single seconds.
-    levels = [[_ms(t), _round(mean), _round(peak)] for t, mean, peak in _values(client.query(
-        f"SELECT mean(laeq_db), max(lafmax_db) FROM level WHERE {where} {group}"))]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        means = pool.submit(client.query, f"SELECT mean(laeq_db) FROM level WHERE {where} "
+                            f"{group}")
+        peaks = pool.submit(client.query, f"SELECT max(lafmax_db) FROM level WHERE {where} "
+                            f"{group}")
+        found = pool.submit(_events, client, where, group)
+        rule = pool.submit(client.query, f"SELECT max(episode_s), max(stretch_s) FROM "
+                           f"rule_progress WHERE {where} {group}")
+        peak_at = {int(t): peak for t, peak in _values(peaks.result())}
+        levels = [[_ms(t), _round(mean), _round(peak_at.get(int(t)))]
+                  for t, mean in _values(means.result())]
+        events, counts = found.result()
+        progress = [[_ms(t), _round(episode, 1), _round(stretch, 1)]
+                    for t, episode, stretch in _values(rule.result())]
+    # The frames behind the buckets are counted only when each bucket is one frame.
     level_points = len(levels) if width == 1 else None
-    total = _values(client.query(f"SELECT count(duration_s) FROM dog_event WHERE {where}"))
-    events: list[dict[str, Any]] = []
-    counts: list[list[int]] = []
-    if total and int(total[0][1]) > MAX_EVENTS_LISTED:
-        counts = [[_ms(t), int(n)] for t, n in _values(client.query(
-            f"SELECT count(duration_s) FROM dog_event WHERE {where} {group}"))]
-    elif total:
-        for t, offset, label, confidence, audible, laeq in _values(client.query(
-                "SELECT offset_ns, label, confidence, plainly_audible, laeq_db FROM dog_event "
-                f"WHERE {where} ORDER BY time ASC")):
-            events.append({"onset_ms": _ms(t), "offset_ms": _ms(offset), "label": label,
-                           "confidence": _round(confidence, 3), "plainly_audible": audible,
-                           "laeq_db": _round(laeq, 1)})
-    progress = [[_ms(t), _round(episode, 1), _round(stretch, 1)]
-                for t, episode, stretch in _values(client.query(
-                    f"SELECT max(episode_s), max(stretch_s) FROM rule_progress WHERE {where} "
-                    f"{group}"))]
     return PlotData(start_ns, end_ns, width, levels, events, counts, progress, level_points)
 
 
