@@ -21,6 +21,9 @@ The two QoS levels are bounded differently, because a QoS 1 message may not be l
   while the network thread waits it sends no keepalive, so a wait longer than 1.5 keepalive
   intervals makes the broker close the connection, and it re-sends every unacknowledged
   message after the reconnect (duplicates are dropped on (device, seq, capture time)).
+
+The other direction needs no bound of its own: the worker's acknowledgements are one per
+message taken from here, and its retained status publishes one per event or finding.
 """
 
 from __future__ import annotations
