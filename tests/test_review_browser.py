@@ -27,9 +27,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from analyzer.cases import CaseFile, add_account
 from analyzer.deploy.services import Services
-from analyzer.review import hash_password
-from analyzer.review.server import uvicorn_config
-from analyzer.review.settings import ReviewSettings
+from analyzer.review import ReviewSettings, hash_password, uvicorn_config
 from analyzer.store import InfluxClient, InfluxSettings
 from tests.review_scene import COMPLAINANT, Case, evening_barks, file_case, store_evidence
 

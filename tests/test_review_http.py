@@ -25,9 +25,7 @@ import uvicorn
 from analyzer.cases import CaseFile, add_account
 from analyzer.cli.main import main
 from analyzer.deploy.services import Services
-from analyzer.review import hash_password
-from analyzer.review.app import create_app
-from analyzer.review.settings import ReviewSettings
+from analyzer.review import ReviewSettings, create_app, hash_password
 from analyzer.store import InfluxClient, InfluxSettings
 from tests.review_scene import (
     COMPLAINANT,

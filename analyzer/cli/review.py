@@ -63,7 +63,7 @@ def _read_password(from_stdin: bool) -> str:
         return sys.stdin.readline().rstrip("\n")
     first = getpass.getpass("Password: ")
     if getpass.getpass("Again: ") != first:
-        from analyzer.review.passwords import PasswordError
+        from analyzer.review import PasswordError
 
         raise PasswordError("the two passwords differ")
     return first
@@ -71,7 +71,7 @@ def _read_password(from_stdin: bool) -> str:
 
 def run_review(args: argparse.Namespace) -> int:
     """Carry out ``barkwatch review``; AnalyzerError and ConfigError go to main (exit 1)."""
-    from analyzer.review.settings import describe_review_settings, load_review_settings
+    from analyzer.review import describe_review_settings, load_review_settings
 
     if args.describe:
         print(describe_review_settings())
@@ -82,14 +82,14 @@ def run_review(args: argparse.Namespace) -> int:
         return 2
     settings = load_review_settings(args.config)
     if args.review_action is None:
-        from analyzer.review.server import serve
+        from analyzer.review import serve
 
         serve(settings)
         return 0
     from analyzer.cases import CaseFile, accounts, add_account, disable_account
 
     if args.review_action == "add-user":
-        from analyzer.review.passwords import hash_password
+        from analyzer.review import hash_password
 
         password_hash = hash_password(_read_password(args.password_stdin))
         with CaseFile(settings.cases_db) as store:
