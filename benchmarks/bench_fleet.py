@@ -20,7 +20,9 @@ For each N, on loopback and in fresh temporary state:
    from the end of a frame's capture (when a sensor can first send it) to the moment its point
    is visible in InfluxDB (polled every 0.2 s for up to 20 probe devices; add 1 s for latency
    from the frame's first sample), CPU (of one core) and memory (RSS, peak RSS) of the
-   analyzer, Mosquitto, InfluxDB and the load generator itself, from /proc.
+   analyzer, Mosquitto, InfluxDB and the load generator itself, from /proc, and how long the
+   analyzer's threads waited, runnable, for a core (``analyzer_runqueue_wait_pct``, from
+   /proc/PID/task/*/schedstat): what a shared machine withheld from it.
 4. Then the backlog drains (at most ``--drain`` seconds) and every frame is checked to be
    stored exactly once (``exactly_once`` null: the backlog had not drained, ``stored_total``
    says how far it got).
@@ -200,6 +202,18 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(v) for v in fields[11:15]) / CLK_TCK
 
 
+def runqueue_wait_s(pid: int) -> float:
+    """Seconds the threads of ``pid`` have waited, runnable, for a CPU (schedstat field 2):
+    time the process wanted to run and the machine's other work had the cores."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):  # a thread that ended meanwhile
+            continue
+    return total / NS
+
+
 def memory_mb(pid: int) -> tuple[float, float]:
     """(RSS, peak RSS) of ``pid`` in MB."""
     text = Path(f"/proc/{pid}/status").read_text()
@@ -315,9 +329,11 @@ def run_fleet(n: int, args: argparse.Namespace, deployment: Any, root: Path,
                 "influxdb": influx_server.process.pid}  # type: ignore[union-attr]
         time.sleep(max(0.0, window_start_ns / NS - time.time()))
         cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        waited_before = runqueue_wait_s(analyzer.pid)
         stats_before = last_stats(influx)
         time.sleep(max(0.0, window_end_ns / NS - time.time()))
         cpu_after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+        waited_after = runqueue_wait_s(analyzer.pid)
         stats_after = last_stats(influx)
         memory = {name: memory_mb(pid) for name, pid in pids.items()}
         waiting = n * (args.warmup + args.duration) - stats_after[1]
@@ -369,6 +385,8 @@ def run_fleet(n: int, args: argparse.Namespace, deployment: Any, root: Path,
     for name in pids:
         row[f"{name}_cpu_pct"] = round(100 * (cpu_after[name] - cpu_before[name]) / wall_s, 1)
         row[f"{name}_rss_mb"], row[f"{name}_peak_rss_mb"] = (round(v) for v in memory[name])
+    # Summed over its threads: 100 % = one thread kept waiting for a core the whole window.
+    row["analyzer_runqueue_wait_pct"] = round(100 * (waited_after - waited_before) / wall_s, 1)
     row["analyzer_cpu_ms_per_sensor_s"] = round(10 * row["analyzer_cpu_pct"] / n, 3)
     # Per frame stored: the cost that decides how many sensors a core carries, also when the
     # analyzer falls behind (then it stores fewer than N a second).
