@@ -65,6 +65,7 @@ from training.network import (
     for_input_bands,
     widened,
 )
+from training.privacy_cli import add_privacy_parser, run_privacy
 from training.validate import HOP_S, validate
 
 log = logging.getLogger(__name__)
@@ -365,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         "trainset": (run_trainset, add_trainset_parser(commands)),
         "fit": (run_fit, add_fit_parser(commands)),
         "head": (run_head, add_head_parser(commands)),
+        "privacy": (run_privacy, add_privacy_parser(commands)),
     }
     args = parser.parse_args(argv)
     run, command_parser = handlers[args.command]
