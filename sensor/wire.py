@@ -90,7 +90,7 @@ MAX_PATCHES = 8  # normally 2 or 3 per frame (one each 0.48 s), a few more at a 
 PATCH_HOP_NS = 480_000_000  # YAMNet's patch hop, 0.48 s (sensor.yamnet_features)
 MAX_EMBEDDING = 1000.0  # a mean of ReLU outputs: >= 0; YAMNet's stay under about 10
 MAX_VERSION_CHARS = 128
-MAX_MAP_KEYS = 64  # a frame has 28 to 29 fields; any map on the wire with more is refused
+MAX_MAP_KEYS = 64  # a frame has 31 or 32 fields; a map on the wire with more than 64 is refused
 
 
 def frame_topic(device_id: str) -> str:
