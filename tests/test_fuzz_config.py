@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import tempfile
 import typing
 from collections.abc import Callable
@@ -31,8 +32,9 @@ from analyzer.config import AnalyzerConfig, load_analyzer_config
 from sensor.config import SensorConfig, load_sensor_config
 from sensor.errors import ConfigError
 
-FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow])
+# BARKWATCH_FUZZ_EXAMPLES raises the count for a longer run (benchmarks/README.md).
+FUZZ = settings(max_examples=int(os.environ.get("BARKWATCH_FUZZ_EXAMPLES", "60")), deadline=None,
+                derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 # Values every loader must take: without them a file is refused whatever else it holds.
 REQUIRED = {
     SensorConfig: {"device_id": "dev-1"},
