@@ -162,7 +162,8 @@ def test_frames_a_crashed_broker_had_acknowledged_are_sent_again_and_stored(
     assert _stored_seqs(services, "crash-1") == list(range(10))
 
 
-# Puts frames into a real outbox as fast as it can and reports each one once committed.
+# Puts frames into a real outbox as fast as it can, deletes every third one's predecessor (as
+# acknowledgements arrive) and says so once each is committed.
 _WRITER = textwrap.dedent("""
     import sys
     from sensor.outbox import Outbox
@@ -170,9 +171,10 @@ _WRITER = textwrap.dedent("""
     seq = outbox.next_seq()
     while True:
         outbox.put(seq, bytes(7000))  # a frame's size
+        print("put", seq, flush=True)
         if seq % 3 == 0:
-            outbox.delete([seq - 1])  # as acknowledgements arrive
-        print(seq, flush=True)
+            outbox.delete([seq - 1])
+            print("del", seq - 1, flush=True)
         seq += 1
 """)
 
@@ -183,23 +185,27 @@ def test_an_outbox_killed_in_the_middle_of_writes_keeps_every_committed_frame(
     # SIGKILL lands inside a transaction nearly every time: the writer does nothing else.
     path = tmp_path / "outbox.sqlite"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    committed: list[int] = []
+    put: list[int] = []
+    deleted: set[int] = set()
     for kill in range(5):
         writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)],
                                   stdout=subprocess.PIPE, text=True, env=env)
         assert writer.stdout is not None
-        for _ in range(200 + 37 * kill):  # a different moment each time
-            committed.append(int(writer.stdout.readline()))
+        lines = [writer.stdout.readline() for _ in range(200 + 37 * kill)]  # moments differ
         writer.send_signal(signal.SIGKILL)
         writer.wait(timeout=10)
+        lines += writer.stdout.read().splitlines()  # what it said before the kill landed
+        for action, seq in (line.split() for line in lines):
+            (put.append if action == "put" else deleted.add)(int(seq))
         assert integrity_check(path) == "ok"
+        if put[-1] % 3 == 0:  # killed after its delete perhaps, before it was reported
+            deleted.add(put[-1] - 1)
     outbox = Outbox(path)
     try:
         waiting = {seq for seq, _ in outbox.peek(100_000)}
-        deleted = {seq - 1 for seq in committed if seq % 3 == 0}
-        assert set(committed) - deleted <= waiting  # nothing committed is lost
-        assert len(committed) == len(set(committed))  # no sequence number used twice
-        assert outbox.next_seq() > max(committed)
+        assert set(put) - deleted <= waiting  # nothing committed is lost
+        assert len(put) == len(set(put))  # no sequence number used twice
+        assert outbox.next_seq() > max(put)
     finally:
         outbox.close()
 
