@@ -145,7 +145,7 @@ class TrainedAttack:
 
 def train_attack(
     contents: Sequence[V2Content], mels: Sequence[np.ndarray], inputs: AttackInputs,
-    steps: int = 2000, seed: int = 1, batch: int = 8, dropout: float = 0.2,
+    steps: int = 1200, seed: int = 1, batch: int = 8, dropout: float = 0.2,
     learning_rate: float = 2e-3,
 ) -> TrainedAttack:  # fmt: skip
     """Train the inverter on (v2 content, v1 mel) pairs of the training voices."""
