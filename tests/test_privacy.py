@@ -146,3 +146,15 @@ def test_privacy_command_names_a_corpus_without_manifest(
         main(["privacy", "--corpus", str(tmp_path)])
     assert ended.value.code == 2
     assert f"{tmp_path}/manifest.csv not found" in capsys.readouterr().err
+
+
+def test_privacy_command_names_a_corpus_without_speech(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "manifest.csv").write_text(
+        "clip_id,binary,group,file,label\nb1,not_dog,g1,audio/b1.flac,bird\n"
+    )
+    with pytest.raises(SystemExit) as ended:
+        main(["privacy", "--corpus", str(tmp_path)])
+    assert ended.value.code == 2
+    assert "no clip labelled 'speech'" in capsys.readouterr().err

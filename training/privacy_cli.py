@@ -262,9 +262,14 @@ def run_privacy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.train_steps < 1:
         parser.error(f"--train-steps {args.train_steps}: must be at least 1")
     learned = _learned_inputs(parser, args.learned)
-    items = speech_items(args.corpus, args.limit, args.cache)
-    report = evaluate(items, tuple(args.held_out) or HELD_OUT_VOICES, args.train_steps,
-                      args.seed, learned, signal=not args.learned_only)  # fmt: skip
+    try:
+        items = speech_items(args.corpus, args.limit, args.cache)
+        report = evaluate(
+            items, tuple(args.held_out) or HELD_OUT_VOICES, args.train_steps, args.seed,
+            learned, signal=not args.learned_only,
+        )  # fmt: skip
+    except ValueError as error:  # no speech, or a split that leaves a side empty
+        parser.error(str(error))
     text = json.dumps(report, indent=2) + "\n"
     if args.out:
         args.out.write_text(text)
