@@ -38,6 +38,12 @@ def test_untrained_fusion_is_the_higher_of_the_two_scores() -> None:
     np.testing.assert_allclose(fused, [0.7, 0.9, 0.5])
 
 
+def test_min_fusion_needs_both_scores() -> None:
+    head = DogHead(fusion_kind="min")
+    fused = head.fuse(np.array([0.1, 0.9, 0.97]), np.array([0.8, 0.2, 0.99]))
+    np.testing.assert_allclose(fused, [0.1, 0.2, 0.97])
+
+
 def test_step_takes_the_highest_patch_whose_window_holds_its_centre() -> None:
     # patches at 0 and 0.48 s, 0.96 s long; 20-ms steps: centres 0.01, 0.03, ...
     steps = step_head_scores(np.array([0.0, 0.48]), np.array([0.2, 0.6]), n_steps=80)
@@ -73,6 +79,7 @@ def test_head_file_round_trip_gives_the_same_scores(tmp_path: Path) -> None:
         feature_mean=np.zeros(n_features, np.float32),
         feature_scale=np.ones(n_features, np.float32),
         fusion=np.array([1.0, 1.0, -1.0]),
+        fusion_kind="logistic",
     )
     path = tmp_path / "head.npz"
     head.save(path)

@@ -13,8 +13,9 @@ sensor (issue 24). The analyzer decides from those with :class:`DogHead`:
   score of the patches whose window holds its centre. It is the non-streaming reference that the
   pipeline's streaming code is tested against.
 - :meth:`DogHead.fuse` combines the CNN's step score with the head's step score into the score
-  the event tracker reads. The default is their maximum; a trained head may carry a logistic
-  fusion on the two scores' log-odds.
+  the event tracker reads. The default is their maximum; a trained head may ask for their
+  minimum (an event needs both networks: the CNN's 20-ms onsets, the head's veto on what YAMNet
+  knows is not a dog; docs/DETECTOR.md) or carry a logistic fusion on their log-odds.
 
 Interface kept stable for the pipeline (engineer G, issue 24): ``DogHead.load(path=None)``,
 ``version``, ``patch_scores(embeddings, class_scores)``, ``fuse(cnn_steps, head_at_steps)`` and
@@ -25,7 +26,8 @@ File format (``.npz``, no pickled objects): ``version`` (str), ``n_layers`` (int
 w1, b1, ...`` (dense layers, ReLU between them, sigmoid after the last), ``feature_mean`` and
 ``feature_scale`` (standardisation of the input features), ``use_class_scores`` (bool: the
 521 log-odds follow the 1,024 embedding values), optional ``fusion`` (3 weights on [logit cnn,
-logit head, 1]; absent = maximum), optional ``on_threshold``/``off_threshold`` (the event
+logit head, 1]), optional ``fusion_kind`` ("max", "min" or "logistic"; absent: "logistic"
+when ``fusion`` is there, else "max"), optional ``on_threshold``/``off_threshold`` (the event
 tracker's thresholds the fused score was tuned for, kept for the pipeline's settings).
 """
 
@@ -48,6 +50,7 @@ from analyzer.detect.yamnet import (
 
 DEFAULT_HEAD_PATH = Path(__file__).resolve().parents[2] / "models" / "dog_head.npz"
 DEFAULT_VERSION = "yamnet-dog-max"  # untouched YAMNet, fused with the CNN by maximum
+FUSION_KINDS = ("max", "min", "logistic")
 PATCH_S = 0.96  # YAMNet's patch (sensor.yamnet_features.PATCH_S)
 STEP_S = 0.02  # the CNN's step (sensor.features)
 _LOGIT_CLIP = 1e-6  # scores are clipped to [eps, 1 - eps] before log-odds: finite inputs
@@ -69,6 +72,7 @@ class DogHead:
     feature_scale: np.ndarray = field(default_factory=lambda: np.ones(0, np.float32))
     use_class_scores: bool = True
     fusion: np.ndarray | None = None  # [a, b, c]: sigmoid(a logit(cnn) + b logit(head) + c)
+    fusion_kind: str = "max"  # "max", "min", or "logistic" (with ``fusion``)
     on_threshold: float | None = None
     off_threshold: float | None = None
     dog_indices: np.ndarray = field(default_factory=lambda: dog_class_indices(load_class_names()))
@@ -125,6 +129,13 @@ class DogHead:
         fusion = np.asarray(arrays["fusion"], np.float64) if "fusion" in arrays else None
         if fusion is not None and fusion.shape != (3,):
             raise ClassifierError(f"{source}: fusion must hold 3 weights, not {fusion.shape}")
+        kind = str(arrays["fusion_kind"]) if "fusion_kind" in arrays else (
+            "logistic" if fusion is not None else "max")  # fmt: skip
+        if kind not in FUSION_KINDS or (kind == "logistic") != (fusion is not None):
+            raise ClassifierError(
+                f"{source}: fusion_kind {kind!r} must be one of {FUSION_KINDS}, "
+                "with fusion weights exactly when logistic"
+            )
         thresholds = [
             float(arrays[name]) if name in arrays else None
             for name in ("on_threshold", "off_threshold")
@@ -136,6 +147,7 @@ class DogHead:
             feature_scale=scale,
             use_class_scores=use_class_scores,
             fusion=fusion,
+            fusion_kind=kind,
             on_threshold=thresholds[0],
             off_threshold=thresholds[1],
         )
@@ -152,6 +164,7 @@ class DogHead:
         for i, (w, b) in enumerate(self.layers):
             arrays[f"w{i}"] = w
             arrays[f"b{i}"] = b
+        arrays["fusion_kind"] = np.array(self.fusion_kind)
         if self.fusion is not None:
             arrays["fusion"] = np.asarray(self.fusion, np.float64)
         if self.on_threshold is not None:
@@ -206,7 +219,9 @@ class DogHead:
                 f"fuse: CNN scores {cnn.shape} and head scores {head.shape} must be equal 1-d"
             )
         head = np.nan_to_num(head, nan=0.0)
-        if self.fusion is None:
+        if self.fusion_kind == "min":
+            return np.minimum(cnn, head).astype(np.float32)
+        if self.fusion is None or self.fusion_kind != "logistic":
             return np.maximum(cnn, head).astype(np.float32)
         a, b, c = self.fusion
         return np.asarray(expit(a * logit(cnn) + b * logit(head) + c), np.float32)
