@@ -109,4 +109,4 @@ def test_thresholds_are_chosen_for_f1_within_the_false_alarm_goal() -> None:
         {"on": 0.9, "off": 0.7, "f1_+0dB": 0.8, "false_alarms_per_hour": 0.5},
         {"on": 0.99, "off": 0.9, "f1_+0dB": 0.6, "false_alarms_per_hour": 0.0},
     ]
-    assert choose_thresholds(rows)["on"] == 0.9
+    assert choose_thresholds(rows, budget=1.0)["on"] == 0.9

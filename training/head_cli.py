@@ -58,12 +58,12 @@ def add_head_parser(commands: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="the head reads the embedding only, not YAMNet's class scores",
     )
-    parser.add_argument(
-        "--fusion",
-        choices=("learned", "max"),
-        default="learned",
-        help="how the head's score joins the CNN's (default %(default)s)",
-    )
+    parser.add_argument("--fusion", choices=("min", "max", "logistic"), default="min",
+                        help="how the head's score joins the CNN's: min (an event needs both), "
+                        "max, or a logistic fit (default %(default)s)")  # fmt: skip
+    parser.add_argument("--false-alarm-budget", type=float, default=5.0, metavar="PER_HOUR",
+                        help="event thresholds: the best F1 with at most this many false alarms "
+                        "per hour on the confuser soundscapes (default %(default)s)")  # fmt: skip
     parser.add_argument("--epochs", type=int, default=8, help="training epochs")
     parser.add_argument("--seed", type=int, default=1, help="seed of every draw")
     parser.add_argument(
@@ -107,15 +107,16 @@ def run_head(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                               head_data.build_soundscapes, args.seed)  # fmt: skip
     recipe = HeadRecipe(args.hidden, not args.no_class_scores, args.epochs, args.seed)
     folds = head_data.cache_path(corpora, f"heads-{name}-{recipe.name}-e{args.epochs}")
-    report, fusion = evaluate(train, clean, scapes, recipe, folds.with_suffix(""))
+    report, fusion = evaluate(train, clean, scapes, recipe, folds.with_suffix(""),
+                              budget=args.false_alarm_budget)  # fmt: skip
     grouped, _ = evaluate(train, clean, None, recipe, folds.with_name(folds.stem + "-grouped"),
                           split="group")  # fmt: skip
     report["grouped_split"] = grouped["clips"]
-    detector = "fused_learned" if args.fusion == "learned" else "fused_max"
+    detector = {"min": "fused_min", "max": "fused_max", "logistic": "fused_learned"}[args.fusion]
     chosen = report["soundscapes"][detector]["chosen"]
     fitted = fit_head(train, np.arange(len(train.patch_labels)), recipe, "unnamed")
     head = dataclasses.replace(
-        fitted, fusion=fusion if args.fusion == "learned" else None,
+        fitted, fusion=fusion if args.fusion == "logistic" else None, fusion_kind=args.fusion,
         on_threshold=chosen["on"], off_threshold=chosen["off"],
     )  # fmt: skip
     head = dataclasses.replace(head, version=head_version(head))
@@ -127,7 +128,8 @@ def run_head(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         "training_patches": int(np.sum(train.patch_labels >= 0)),
         "command": "barkwatch-train head " + " ".join(
             f"--corpus {c}" for c in corpora) + f" --hidden {args.hidden} --fusion "
-            f"{args.fusion} --seed {args.seed} --epochs {args.epochs}"
+            f"{args.fusion} --seed {args.seed} --epochs {args.epochs} "
+            f"--false-alarm-budget {args.false_alarm_budget}"
             + (" --no-class-scores" if args.no_class_scores else ""),
         "seconds": round(time.monotonic() - started),
     }  # fmt: skip

@@ -31,19 +31,22 @@ from analyzer.config import DetectorSettings
 from analyzer.detect import DogHead, EventTracker
 from analyzer.detect.head import step_head_scores
 from analyzer.offline import average_precision, event_counts, recall_at_far
+from analyzer.offline.evaluate import segment_counts
 from training.corpus import unit_hash
 from training.head import HeadRecipe, fit_fusion, fit_head, patch_starts_s
 from training.head_data import SOUNDSCAPE_SNRS_DB, STEP_S, StreamSet, reference_spans
 
 log = logging.getLogger(__name__)
 
-DETECTORS = ("cnn", "yamnet", "head", "fused_max", "fused_learned")
+DETECTORS = ("cnn", "yamnet", "head", "fused_max", "fused_min", "fused_learned")
 FALSE_ALARM_RATES = (0.01, 0.02, 0.05)
 # (on, off) pairs of the event tracker's hysteresis swept for every detector.
 THRESHOLDS = ((0.3, 0.15), (0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7), (0.95, 0.75),
               (0.98, 0.85), (0.99, 0.9))  # fmt: skip
 FEED_STEPS = 50  # the live pipeline feeds the tracker one second at a time
-MAX_FALSE_ALARMS_PER_HOUR = 1.0  # the issue's goal
+# The issue's goal is 1 false alarm per hour; no detector here reaches it with a useful F1, so
+# the thresholds are chosen within a budget of 5 (a quarter of the CNN's 19 at its defaults).
+FALSE_ALARM_BUDGET_PER_HOUR = 5.0
 
 
 GROUP_FOLDS = 5
@@ -126,7 +129,10 @@ def detector_steps(data: StreamSet, stream: int, head_patches: np.ndarray,
         "yamnet": step_head_scores(starts, yamnet, s1 - s0),
         "head": head,
         "fused_max": untouched.fuse(cnn, head),
-        "fused_learned": dataclasses.replace(untouched, fusion=fusion).fuse(cnn, head),
+        "fused_min": dataclasses.replace(untouched, fusion_kind="min").fuse(cnn, head),
+        "fused_learned": dataclasses.replace(untouched, fusion=fusion, fusion_kind="logistic").fuse(
+            cnn, head
+        ),  # fmt: skip
     }
 
 
@@ -175,9 +181,14 @@ def spans_of(scores: np.ndarray, on: float, off: float) -> list[tuple[float, flo
     return [(e.onset_ns / 1e9, e.offset_ns / 1e9) for e in events]
 
 
-def soundscape_report(scapes: StreamSet, scores: dict[int, np.ndarray], fusion: np.ndarray
-                      ) -> dict[str, Any]:  # fmt: skip
-    """Per detector and threshold pair: event F1 per SNR band and false alarms per hour."""
+def _f1(tp: int, fp: int, fn: int) -> float:
+    return round(2 * tp / max(2 * tp + fp + fn, 1), 4)
+
+
+def soundscape_report(scapes: StreamSet, scores: dict[int, np.ndarray], fusion: np.ndarray,
+                      budget: float = FALSE_ALARM_BUDGET_PER_HOUR) -> dict[str, Any]:  # fmt: skip
+    """Per detector and threshold pair: event F1 (onsets within 0.25 s) and 1-s segment F1 per
+    SNR band, and false alarms per hour; the pair chosen within ``budget``."""
     settings = DetectorSettings()
     counts: dict[tuple[str, int, float], list[int]] = {}
     false_alarms: dict[tuple[str, int], int] = {}
@@ -196,34 +207,36 @@ def soundscape_report(scapes: StreamSet, scores: dict[int, np.ndarray], fusion: 
                     false_alarms[(name, t)] = false_alarms.get((name, t), 0) + len(estimated)
                     continue
                 c = event_counts(reference, estimated, 0.25)
-                total = counts.setdefault((name, t, meta["snr_db"]), [0, 0, 0])
-                total[0] += c.tp
-                total[1] += c.fp
-                total[2] += c.fn
+                g = segment_counts(reference, estimated, meta["duration_s"])
+                total = counts.setdefault((name, t, meta["snr_db"]), [0] * 6)
+                for k, value in enumerate((c.tp, c.fp, c.fn, g.tp, g.fp, g.fn)):
+                    total[k] += value
     report: dict[str, Any] = {"confuser_hours": round(confuser_s / 3600, 3)}
     for name in DETECTORS:
         rows = []
         for t, (on, off) in enumerate(THRESHOLDS):
             row: dict[str, Any] = {"on": on, "off": off}
             for snr in SOUNDSCAPE_SNRS_DB:
-                tp, fp, fn = counts.get((name, t, snr), [0, 0, 0])
-                row[f"f1_{snr:+.0f}dB"] = round(2 * tp / max(2 * tp + fp + fn, 1), 4)
+                total = counts.get((name, t, snr), [0] * 6)
+                row[f"f1_{snr:+.0f}dB"] = _f1(*total[:3])
+                row[f"segment_f1_{snr:+.0f}dB"] = _f1(*total[3:])
             row["false_alarms_per_hour"] = round(
                 false_alarms.get((name, t), 0) / max(confuser_s / 3600, 1e-9), 2
             )
             rows.append(row)
-        report[name] = {"sweep": rows, "chosen": choose_thresholds(rows)}
+        report[name] = {"sweep": rows, "chosen": choose_thresholds(rows, budget)}
     return report
 
 
-def choose_thresholds(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The pair with the best mean F1 over SNR bands among those within the false-alarm goal
-    (else the one with the fewest false alarms)."""
+def choose_thresholds(rows: list[dict[str, Any]],
+                      budget: float = FALSE_ALARM_BUDGET_PER_HOUR) -> dict[str, Any]:  # fmt: skip
+    """The pair with the best mean event F1 over SNR bands among those with at most ``budget``
+    false alarms per hour (else the one with the fewest false alarms)."""
 
     def mean_f1(row: dict[str, Any]) -> float:
         return float(np.mean([v for k, v in row.items() if k.startswith("f1_")]))
 
-    within = [r for r in rows if r["false_alarms_per_hour"] <= MAX_FALSE_ALARMS_PER_HOUR]
+    within = [r for r in rows if r["false_alarms_per_hour"] <= budget]
     if within:
         return max(within, key=mean_f1)
     return min(rows, key=lambda r: (r["false_alarms_per_hour"], -mean_f1(r)))
@@ -231,6 +244,7 @@ def choose_thresholds(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def evaluate(train: StreamSet, clean: StreamSet, scapes: StreamSet | None, recipe: HeadRecipe,
              cache: Path | None = None, split: str = "source",
+             budget: float = FALSE_ALARM_BUDGET_PER_HOUR,
              ) -> tuple[dict[str, Any], np.ndarray]:  # fmt: skip
     """The whole report of one head recipe on one split (soundscapes when given: only by
     source), and the fusion weights."""
@@ -245,5 +259,6 @@ def evaluate(train: StreamSet, clean: StreamSet, scapes: StreamSet | None, recip
         "clips": clip_report(clean, out_of_fold(heads, clean, split), fusion),
     }
     if scapes is not None and split == "source":
-        report["soundscapes"] = soundscape_report(scapes, out_of_fold(heads, scapes), fusion)
+        report["soundscapes"] = soundscape_report(scapes, out_of_fold(heads, scapes), fusion,
+                                                  budget)  # fmt: skip
     return report, fusion
