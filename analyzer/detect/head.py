@@ -72,7 +72,7 @@ class DogHead:
     feature_scale: np.ndarray = field(default_factory=lambda: np.ones(0, np.float32))
     use_class_scores: bool = True
     fusion: np.ndarray | None = None  # [a, b, c]: sigmoid(a logit(cnn) + b logit(head) + c)
-    fusion_kind: str = "max"  # "max", "min", or "logistic" (with ``fusion``)
+    fusion_kind: str | None = None  # "max", "min", "logistic"; None: logistic with ``fusion``
     on_threshold: float | None = None
     off_threshold: float | None = None
     dog_indices: np.ndarray = field(default_factory=lambda: dog_class_indices(load_class_names()))
@@ -164,7 +164,7 @@ class DogHead:
         for i, (w, b) in enumerate(self.layers):
             arrays[f"w{i}"] = w
             arrays[f"b{i}"] = b
-        arrays["fusion_kind"] = np.array(self.fusion_kind)
+        arrays["fusion_kind"] = np.array(self.kind)
         if self.fusion is not None:
             arrays["fusion"] = np.asarray(self.fusion, np.float64)
         if self.on_threshold is not None:
@@ -172,6 +172,14 @@ class DogHead:
         if self.off_threshold is not None:
             arrays["off_threshold"] = np.array(self.off_threshold)
         return arrays
+
+    @property
+    def kind(self) -> str:
+        """How :meth:`fuse` combines the scores: ``fusion_kind``, else logistic when the head
+        has fusion weights, else max."""
+        if self.fusion_kind is not None:
+            return self.fusion_kind
+        return "logistic" if self.fusion is not None else "max"
 
     def save(self, path: Path | str) -> None:
         """Write this head's file (``.npz``, no pickled objects)."""
@@ -219,9 +227,9 @@ class DogHead:
                 f"fuse: CNN scores {cnn.shape} and head scores {head.shape} must be equal 1-d"
             )
         head = np.nan_to_num(head, nan=0.0)
-        if self.fusion_kind == "min":
+        if self.kind == "min":
             return np.minimum(cnn, head).astype(np.float32)
-        if self.fusion is None or self.fusion_kind != "logistic":
+        if self.fusion is None or self.kind != "logistic":
             return np.maximum(cnn, head).astype(np.float32)
         a, b, c = self.fusion
         return np.asarray(expit(a * logit(cnn) + b * logit(head) + c), np.float32)
