@@ -95,6 +95,11 @@ class AnalyzerConfig:
     detector: DetectorSettings = setting(DetectorSettings(), "detector")
     audibility: AudibilitySettings = setting(AudibilitySettings(), "level at 100 ft, audibility")
     rules: RuleSettings = setting(RuleSettings(), "ordinance rules")
+    journal_path: str = setting(
+        "", "SQLite file of each device's detection state, saved with every stored batch so "
+        "that a restarted analyzer resumes events, smoothing and background where they were "
+        "(docs/FAULTS.md); empty: kept in memory only (a restart loses the event open at it)"
+    )
     sites_dir: str = setting(
         "", "folder of installation records, one DEVICE.toml per device (barkwatch site create); "
         "empty: no audibility decisions"

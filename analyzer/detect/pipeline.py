@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 # A jump in capture time larger than this between consecutive frames is a gap in coverage.
 CONTINUITY_TOLERANCE_NS = 50_000_000
 PATCH_NS = round(PATCH_S * 1e9)
+_NOT_CHECKPOINTED = ("device_id", "head", "settings")
 
 
 @functools.lru_cache(maxsize=8)
@@ -84,6 +86,20 @@ class DevicePipeline:
         frame, the bundled CNN's) and the dog head's."""
         sensor = self._sensor_versions or cached_model(self.settings.model_path).version
         return f"{sensor}+{self.head.version}"
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The state that the frames fed so far left: smoothing, pending levels and patches,
+        the event tracker. Without the networks and settings, which the restoring pipeline has
+        (the caller checks they are the same): what a restarted analyzer restores
+        (``analyzer.ingest.journal``)."""
+        return {k: v for k, v in vars(self).items() if k not in _NOT_CHECKPOINTED}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`checkpoint` of a pipeline with the same settings and head."""
+        unknown = set(state) - set(vars(self))
+        if unknown:
+            raise ValueError(f"pipeline checkpoint has unknown part(s) {sorted(unknown)}")
+        vars(self).update(state)
 
     def feed(self, frame: Frame) -> FrameResult:
         """Score one frame; return the events that ended with it."""

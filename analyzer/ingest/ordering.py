@@ -65,6 +65,11 @@ class ReorderBuffer:
         """Give up every gap; return all waiting frames, in order (the device went quiet)."""
         return self._release(through_seq=max(self._waiting, default=None))
 
+    def restamp(self, now_s: float) -> None:
+        """The waiting frames arrived at ``now_s`` (restored after a restart, whose clock may
+        not continue the old process's): each waits ``max_wait_s`` again at most."""
+        self._waiting = {seq: (frame, now_s) for seq, (frame, _) in self._waiting.items()}
+
     @property
     def waiting(self) -> int:
         """Frames held for a missing predecessor."""

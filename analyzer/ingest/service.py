@@ -17,6 +17,10 @@ once, so waiting frames never fill the broker's in-flight window; its score is w
 is released (the gap filled, or given up after ``reorder_wait_s``). Points InfluxDB refuses
 are set aside (``RefusedPoints``), counted and acknowledged, never retried forever. A device
 silent for ``forget_device_after_s`` has its state freed.
+
+With ``journal_path`` set, each device's analysis state is saved after every stored batch,
+before its acknowledgements, and restored at start-up (``analyzer.ingest.journal``): a
+restarted analyzer scores and tracks events exactly as if it had not stopped.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from analyzer.errors import AnalyzerError, InfluxUnavailable
 from analyzer.ingest.device import DeviceAnalysis, DeviceOutput
 from analyzer.ingest.frame_check import DEVICE_MISMATCH, Rejection, check_frame
 from analyzer.ingest.inbox import Inbox, InboxLimits
+from analyzer.ingest.journal import DeviceJournal, JournalError, SavedDevice, device_state_blob
 from analyzer.ingest.messages import parse_heartbeat, parse_status
 from analyzer.ingest.ordering import ReorderBuffer
 from analyzer.ingest.plausibility import time_problem
@@ -104,6 +109,8 @@ class Analyzer:
         self._generation = 0
         self._devices: dict[str, DeviceState] = {}
         self._chain = EvidenceChain()
+        self._journal: DeviceJournal | None = None
+        self._touched: set[str] = set()  # devices whose state changed since the last save
         self._unstored: dict[Key, list[Ack]] = {}
         self._ack_placed = False
         self._batch: list[str] = []  # line protocol
@@ -207,6 +214,7 @@ class Analyzer:
     def _run(self) -> None:
         try:
             self._init_storage()
+            self._resume_devices()
             while not self.stop_event.is_set():
                 try:
                     self._step()
@@ -217,6 +225,8 @@ class Analyzer:
                     self.stop_event.wait(WORKER_ERROR_BACKOFF_S)
             if self._batch or self._batch_acks:
                 self._flush()
+            if self._journal is not None:
+                self._journal.close()
         except BaseException as exc:
             self._failure = f"{type(exc).__name__}: {exc}"
             log.critical("analyzer worker died: %s", self._failure, exc_info=True)
@@ -251,6 +261,68 @@ class Analyzer:
                 log.warning("%s; retrying in %.1f s", exc, delay)
                 self.stop_event.wait(delay)
                 delay = min(delay * 2, self.config.influx.retry_max_s)
+
+    def _resume_devices(self) -> None:
+        """Open the journal (``journal_path``) and restore each saved device's state."""
+        if not self.config.journal_path:
+            log.warning("no journal_path: a restart will lose each device's detection state "
+                        "(the event open at it loses its start; docs/FAULTS.md)")
+            return
+        self._journal = DeviceJournal(self.config.journal_path)
+        saved, problems = self._journal.load()
+        for problem in problems:
+            self.counters.journal_errors += 1
+            log.error("journal %s: cannot restore %s; that device starts afresh",
+                      self.config.journal_path, problem)
+        for device in saved:
+            try:
+                self._resume(device)
+            except Exception as exc:  # that device starts afresh, the others resume
+                self.counters.journal_errors += 1
+                self._devices.pop(device.device, None)
+                log.error("journal %s: restoring %s raised %s: %s; it starts afresh",
+                          self.config.journal_path, device.device, type(exc).__name__, exc,
+                          exc_info=True)
+        if saved:
+            log.info("resumed the analysis state of %d device(s) from %s",
+                     self.counters.devices_resumed, self.config.journal_path)
+
+    def _resume(self, saved: SavedDevice) -> None:
+        now = self._clock()
+        reorder = saved.reorder
+        reorder.window, reorder.max_wait_s = (self.config.reorder_window_frames,
+                                              self.config.reorder_wait_s)
+        reorder.restamp(now)
+        state = DeviceState(reorder, StoredFrames(STORED_FRAMES_PER_DEVICE), now,
+                            implausible=saved.implausible, fed_end_ns=saved.fed_end_ns)
+        for key in saved.stored:
+            state.stored.add(key)
+        self._devices[saved.device] = state
+        if saved.fed_end_ns is not None:
+            state.analysis = self._new_device(saved.device, saved.fed_end_ns)
+            if not saved.restore_into(state.analysis):
+                log.warning("%s: its saved detection state was made with other detector "
+                            "settings, dog head or installation record; detection starts "
+                            "afresh", saved.device)
+        self.counters.devices_resumed += 1
+
+    def _save_journal(self, stored: list[Key]) -> None:
+        """Save the state of every device changed since the last save, and the keys of the
+        frames just stored (after they were written, before they are acknowledged)."""
+        if self._journal is None or not (self._touched or stored):
+            return
+        states: dict[str, bytes | None] = {}
+        for device in self._touched:
+            state = self._devices.get(device)
+            states[device] = None if state is None else device_state_blob(
+                state.reorder, state.implausible, state.fed_end_ns, state.analysis)
+        try:
+            self._journal.save(states, stored)
+        except JournalError as exc:  # acknowledged all the same: the frames are stored
+            self.counters.journal_errors += 1
+            log.error("%s; a restart now would lose the detection state of %d device(s)",
+                      exc, len(states))
+        self._touched.clear()
 
     def _ack_later(self, ack: Ack) -> None:
         self._ack_placed = True
@@ -346,6 +418,7 @@ class Analyzer:
                 self._clock(),
             )
         state.last_seen_s = self._clock()
+        self._touched.add(device)
         key = (device, frame.seq, frame.capture_ns)
         if key[1:] in state.stored:
             self.counters.duplicates += 1
@@ -433,6 +506,7 @@ class Analyzer:
         if state.analysis is None:
             state.analysis = self._new_device(device, frame.capture_ns)
         output = state.analysis.feed(frame)
+        state.fed_end_ns = frame.end_ns
         self._store_output(output)
         return output.max_dog_score
 
@@ -522,6 +596,7 @@ class Analyzer:
         if refused:
             self.counters.points_refused += len(refused)
             self.counters.influx_rejected_batches += 1
+        self._save_journal([key for key in self._batch_keys if key is not None])
         acks = list(self._batch_acks)
         for index, key in enumerate(self._batch_keys):
             if key is None:
@@ -551,6 +626,7 @@ class Analyzer:
             if reorder.waiting:
                 ready = self._count_gaps(device, reorder, reorder.expire, now)
                 self._score(device, state, ready, current=None)
+                self._touched.add(device)
             if now - state.last_seen_s >= self.config.forget_device_after_s:
                 self._forget(device, state)
 
@@ -563,6 +639,7 @@ class Analyzer:
         if state.analysis is not None:
             self._store_output(state.analysis.finish())
         del self._devices[device]
+        self._touched.add(device)  # its saved state goes with the next save
         self.counters.devices_forgotten += 1
         log.info("%s silent for %.0f s: its analysis state is freed", device,
                  self.config.forget_device_after_s)

@@ -48,6 +48,8 @@ class AnalyzerCounters:
     messages_dropped_flood: int = 0  # QoS 0 messages the full inbox dropped (inbox.py)
     broker_disconnects: int = 0  # established connections lost (not failed attempts)
     connect_failures: int = 0  # connection attempts that failed (refused, TLS, login)
+    devices_resumed: int = 0  # devices whose saved state a restart restored (journal.py)
+    journal_errors: int = 0  # saves or restores of the journal that failed (logged)
 
 
 Ack = tuple[int, int, int]  # (connection generation, MQTT message id, QoS)
@@ -89,3 +91,4 @@ class DeviceState:
     last_seen_s: float
     analysis: DeviceAnalysis | None = None
     implausible: int = 0
+    fed_end_ns: int | None = None  # end of the last frame the pipeline took (journal.py)

@@ -1,0 +1,190 @@
+"""Each device's analysis state on the analyzer's disk, so that a restarted analyzer resumes it.
+
+A frame's MQTT message is acknowledged once its points are stored; the scorer's smoothing, the
+YAMNet patches that span frames, the event being tracked, the audibility background and the
+frames waiting for a missing predecessor lived in memory only, so a killed analyzer restarted
+detection afresh at the first unacknowledged frame: that frame was scored without its
+predecessor and the event open at the kill lost its start (docs/FAULTS.md, defect 2).
+
+Now, after every stored batch and before its acknowledgements, the state of each device the
+batch touched is saved here (one SQLite transaction, WAL): the pipeline's checkpoint
+(:meth:`analyzer.detect.DevicePipeline.checkpoint`), the audibility assessor, the reorder
+buffer, and the keys of the frames stored in the last ``KEEP_STORED_S`` of capture time. A
+restarted analyzer restores them before it takes a frame: a redelivered frame that was stored
+is a duplicate, the next one continues the state exactly where the killed process left it. A
+crash between the batch's write and this save leaves the previous state and the batch's frames
+unacknowledged: they are processed again from that state and give the same points, which
+InfluxDB overwrites (same series and time). The rules are not saved: they are primed from
+InfluxDB as before (``analyzer.ingest.device``).
+
+A saved detection state is used only with the detector settings, dog head and installation
+record it was made with (``context``); otherwise the device starts afresh, as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import pickle
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analyzer.ingest.device import DeviceAnalysis
+from analyzer.ingest.ordering import ReorderBuffer
+
+log = logging.getLogger(__name__)
+
+FORMAT = 1  # of the pickled state: a saved state of another format is not restored
+# Keys of frames stored this recently (capture time) are kept, so that copies redelivered after
+# a restart are known as duplicates: the broker redelivers what was not acknowledged, and the
+# sensor re-sends the frames acknowledged in its last 60 s after a broker restart
+# (sensor/publisher.py RESEND_WINDOW_S).
+KEEP_STORED_S = 600
+NS = 1_000_000_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS device_state (
+    device TEXT PRIMARY KEY,
+    format INTEGER NOT NULL,
+    state BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS stored_frames (
+    device TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    capture_ns INTEGER NOT NULL,
+    PRIMARY KEY (device, seq, capture_ns)
+) WITHOUT ROWID;
+"""
+
+
+class JournalError(Exception):
+    """The journal could not be read or written; the message names the file and why."""
+
+
+def detection_context(analysis: DeviceAnalysis) -> str:
+    """What a saved detection state was made with: detector settings, dog head, audibility
+    settings and installation record. A state is restored only into the same context."""
+    pipeline, assessor = analysis.pipeline, analysis.assessor
+    parts = (FORMAT, repr(pipeline.settings), pipeline.head.version,
+             repr(assessor.settings) if assessor is not None else "",
+             repr(assessor.site) if assessor is not None else "")
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+@dataclass
+class SavedDevice:
+    """One device's state as a restarted analyzer finds it."""
+
+    device: str
+    reorder: ReorderBuffer
+    implausible: int
+    fed_end_ns: int | None  # end of the last frame the pipeline took (None: none yet)
+    context: str  # detection_context of the saved detection state ("" when none)
+    pipeline: dict[str, Any] | None  # DevicePipeline.checkpoint()
+    assessor: Any  # the AudibilityAssessor, or None
+    stored: list[tuple[int, int]] = field(default_factory=list)  # (seq, capture ns)
+
+    def restore_into(self, analysis: DeviceAnalysis) -> bool:
+        """Put the saved detection state into ``analysis`` (freshly made and primed) if it was
+        made in the same context; False (nothing changed) if not."""
+        if self.pipeline is None or self.context != detection_context(analysis):
+            return False
+        analysis.pipeline.restore(self.pipeline)
+        if analysis.assessor is not None and self.assessor is not None:
+            analysis.assessor = self.assessor
+        return True
+
+
+def device_state_blob(reorder: ReorderBuffer, implausible: int, fed_end_ns: int | None,
+                      analysis: DeviceAnalysis | None) -> bytes:
+    """One device's state, as saved."""
+    detection: dict[str, Any] | None = None
+    if analysis is not None:
+        detection = {"context": detection_context(analysis),
+                     "pipeline": analysis.pipeline.checkpoint(),
+                     "assessor": analysis.assessor}
+    return pickle.dumps({"reorder": reorder, "implausible": implausible,
+                         "fed_end_ns": fed_end_ns, "detection": detection},
+                        protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class DeviceJournal:
+    """The SQLite file at ``path`` (made if missing). Owned by the analyzer's worker thread."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(self.path), isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL: a power cut may lose the last saves, never the file's integrity; a lost
+            # save only means its frames are processed again (see the module docstring).
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise JournalError(f"analyzer journal {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        """Close the file."""
+        self._db.close()
+
+    def save(self, states: Mapping[str, bytes | None], stored: Iterable[tuple[str, int, int]]
+             ) -> None:
+        """In one transaction: each device's state (None: forget the device), and the keys
+        (device, seq, capture ns) of frames just stored; keys older than ``KEEP_STORED_S``
+        before a device's newest are trimmed."""
+        keys = list(stored)
+        newest: dict[str, int] = {}
+        for device, _, capture_ns in keys:
+            newest[device] = max(capture_ns, newest.get(device, capture_ns))
+        try:
+            with self._db:  # BEGIN ... COMMIT, ROLLBACK on error
+                self._db.execute("BEGIN")
+                for device, blob in states.items():
+                    if blob is None:
+                        self._db.execute("DELETE FROM device_state WHERE device = ?", (device,))
+                        self._db.execute("DELETE FROM stored_frames WHERE device = ?", (device,))
+                    else:
+                        self._db.execute("INSERT OR REPLACE INTO device_state VALUES (?, ?, ?)",
+                                         (device, FORMAT, blob))
+                self._db.executemany("INSERT OR IGNORE INTO stored_frames VALUES (?, ?, ?)",
+                                     [k for k in keys if states.get(k[0], b"") is not None])
+                for device, capture_ns in newest.items():
+                    self._db.execute(
+                        "DELETE FROM stored_frames WHERE device = ? AND capture_ns < ?",
+                        (device, capture_ns - KEEP_STORED_S * NS))
+        except sqlite3.Error as exc:
+            raise JournalError(f"analyzer journal {self.path}: saving failed: {exc}") from exc
+
+    def load(self) -> tuple[list[SavedDevice], list[str]]:
+        """Every saved device, and a line for each one whose state could not be read (those
+        start afresh)."""
+        try:
+            rows = self._db.execute("SELECT device, format, state FROM device_state").fetchall()
+            keys = self._db.execute(
+                "SELECT device, seq, capture_ns FROM stored_frames ORDER BY device, capture_ns"
+            ).fetchall()
+        except sqlite3.Error as exc:
+            raise JournalError(f"analyzer journal {self.path}: reading failed: {exc}") from exc
+        stored: dict[str, list[tuple[int, int]]] = {}
+        for device, seq, capture_ns in keys:
+            stored.setdefault(device, []).append((seq, capture_ns))
+        saved, problems = [], []
+        for device, fmt, blob in rows:
+            if fmt != FORMAT:
+                problems.append(f"{device}: saved in format {fmt}, this analyzer reads {FORMAT}")
+                continue
+            try:
+                # The analyzer's own file in its state directory, written by this code.
+                state = pickle.loads(blob)  # noqa: S301
+                detection = state["detection"] or {}
+                saved.append(SavedDevice(
+                    device, state["reorder"], int(state["implausible"]), state["fed_end_ns"],
+                    detection.get("context", ""), detection.get("pipeline"),
+                    detection.get("assessor"), stored.get(device, [])))
+            except Exception as exc:  # any unreadable state: that device starts afresh
+                problems.append(f"{device}: {type(exc).__name__}: {exc}")
+        return saved, problems
