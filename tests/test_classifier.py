@@ -198,7 +198,8 @@ def test_a_clean_bark_amid_digital_silence_is_found(
     document = analyze_file(_write(tmp_path, "bark.wav", clip), full_scale_db=100.0)
     onset, offset = before_s, before_s + bark.size / rate
     hits = [e for e in document["events"] if e["onset_s"] < offset and e["offset_s"] > onset]
-    assert document["max_dog_score"] >= 0.95
+    # the event threshold of the bundled dog head's fusion (0.95 for the CNN alone)
+    assert document["max_dog_score"] >= (DogHead.load().on_threshold or 0.95)
     assert hits and abs(hits[0]["onset_s"] - onset) <= 0.25, document["events"]
 
 
