@@ -206,6 +206,7 @@ class FaultRun:
         (self.workdir / "analyzer.toml").write_text(
             f'client_id = "fault-analyzer"\nstats_interval_s = 5.0\n'
             f"max_frame_age_s = {MAX_FRAME_AGE_S}\n"
+            f'journal_path = "{self.workdir / "analyzer-journal.sqlite"}"\n'
             f"[mqtt]\nport = {self.broker.port}\nkeepalive_s = 5\nreconnect_max_s = 1\n"
             f'[influx]\nurl = "{self.influx.url}"\nretry_max_s = 0.5\ntimeout_s = 5.0\n'
             f"[rules]\n{rules}"
