@@ -8,7 +8,8 @@ never from the clock at the moment a block happens to be processed.
 Wire v2 (issue 24): the mel rows feed the small CNN here and never leave; a frame carries the
 CNN's score per 20 ms step and YAMNet's patches (:mod:`sensor.scoring`). The CNN looks 0.64 s
 ahead, so a second's frame is complete one second later: the builder holds it back until then
-(``finish`` and ``skip`` hand over what it holds).
+(``finish`` and ``skip`` hand over what it holds). The LAeq and LAF envelopes leave in 0.5 s
+blocks (:func:`envelope_blocks`): at 20 ms they carried speech's rhythm (docs/PRIVACY.md).
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ from sensor.features import HOP_S, MelFeatures
 from sensor.kernels import sosfilt
 from sensor.levels import LevelMeter
 from sensor.scoring import Patches, SensorNetworks
-from sensor.wire import EMBEDDING_SIZE, N_CLASSES, PATCH_HOP_NS, SUPPORTED_SAMPLE_RATES, Frame
+from sensor.wire import (
+    EMBEDDING_SIZE,
+    ENVELOPE_HOP_S,
+    N_CLASSES,
+    PATCH_HOP_NS,
+    SUPPORTED_SAMPLE_RATES,
+    Frame,
+)
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +57,28 @@ class MeasurementOptions:
     percentile_window_s: float = 60.0
     noise_floor_dba: float | None = None
     under_range_margin_db: float = 5.0
+
+
+def envelope_blocks(
+    laeq_steps_db: np.ndarray, lafmax_steps_db: np.ndarray, steps_per_block: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The wire's envelopes from per-step levels: per block of ``steps_per_block`` steps (the
+    last may be shorter), LAeq as the power mean of its steps' LAeq (equal steps: IEC 61672-1's
+    Leq over the block) and LAF as the maximum of its steps' LAF maxima (the block's LAFmax,
+    so the frame's and an event's LAFmax stay exact). dB in, dB out (float64)."""
+    if steps_per_block < 1:
+        raise ValueError(f"steps_per_block {steps_per_block} must be at least 1")
+    laeq = np.asarray(laeq_steps_db, dtype=np.float64)
+    lafmax = np.asarray(lafmax_steps_db, dtype=np.float64)
+    if laeq.shape != lafmax.shape or laeq.ndim != 1:
+        raise ValueError(f"step series of shapes {laeq.shape} and {lafmax.shape} must be one "
+                         "equal length")
+    starts = np.arange(0, laeq.size, steps_per_block)
+    if not starts.size:
+        return np.zeros(0), np.zeros(0)
+    groups = np.arange(laeq.size) // steps_per_block
+    power = np.bincount(groups, 10.0 ** (laeq / 10.0)) / np.bincount(groups)
+    return 10.0 * np.log10(power), np.maximum.reduceat(lafmax, starts)
 
 
 class _DcBlocker:
@@ -138,7 +168,8 @@ class FrameBuilder:
         self.bank = ThirdOctaveBank(sample_rate, full_scale_db)
         self.mel = MelFeatures(sample_rate, full_scale_db)
         self.networks = networks or SensorNetworks(sample_rate)
-        self._held: deque[Frame] = deque()  # measured, waiting for their dog scores
+        # measured, waiting for their dog scores; each with its number of 20 ms steps
+        self._held: deque[tuple[Frame, int]] = deque()
         self._scores = np.zeros(0, dtype=np.float32)  # final CNN scores not yet in a frame
         self._patches: list[Patches] = []  # YAMNet patches not yet in a frame
         self._segment_start_sample = 0  # where the networks' stream began (start, or a gap)
@@ -207,9 +238,8 @@ class FrameBuilder:
     def _completed(self) -> list[Frame]:
         """Held frames whose steps all have scores, each with the patches completed so far."""
         frames = []
-        while self._held and self._scores.size >= self._held[0].laeq_steps_db.size:
-            frame = self._held.popleft()
-            n = frame.laeq_steps_db.size
+        while self._held and self._scores.size >= self._held[0][1]:
+            frame, n = self._held.popleft()
             dog_steps, self._scores = self._scores[:n], self._scores[n:]
             patches, self._patches = [p for p in self._patches if len(p)], []
             frames.append(self._with_scores(frame, dog_steps, patches))
@@ -248,6 +278,9 @@ class FrameBuilder:
         floor = self.options.noise_floor_dba
         margin = self.options.under_range_margin_db
         under_range = floor is not None and levels.laeq_db < floor + margin
+        laeq_blocks, laf_blocks = envelope_blocks(
+            steps.laeq_db, steps.lafmax_db, round(ENVELOPE_HOP_S / HOP_S)
+        )
         frame = Frame(
             device_id=self.device_id,
             seq=self.next_seq,
@@ -272,8 +305,9 @@ class FrameBuilder:
             band_first_index=int(self.bank.band_indices[0]),
             bands_db=np.asarray(bands_db, dtype=np.float32),
             hop_s=HOP_S,
-            laeq_steps_db=steps.laeq_db.astype(np.float32),
-            laf_steps_db=steps.lafmax_db.astype(np.float32),
+            envelope_hop_s=ENVELOPE_HOP_S,
+            laeq_blocks_db=laeq_blocks.astype(np.float32),
+            laf_blocks_db=laf_blocks.astype(np.float32),
             dog_steps=np.zeros(0, np.float32),  # until the CNN has seen the next second
             patch_start_ns=capture_ns,
             embeddings=np.zeros((0, EMBEDDING_SIZE), np.float32),
@@ -281,7 +315,7 @@ class FrameBuilder:
             model_versions=self.networks.versions,
         )
         self.next_seq += 1
-        self._held.append(frame)
+        self._held.append((frame, steps.laeq_db.size))
         return self._completed()
 
 

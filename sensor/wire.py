@@ -11,6 +11,13 @@ networks run on the sensor and the frame carries their outputs: the small CNN's 
 ``ys``), beside v1's levels, percentiles and per-second third-octave bands. A v1 payload is
 refused with a message that says the sensor must be upgraded.
 
+The two broadband envelopes are coarse on purpose: at 20 ms they carried speech's syllable
+rhythm (a band-envelope vocoder rebuilt held-out voices at STOI 0.61 against noise's 0.44;
+docs/PRIVACY.md), so ``laeq_s`` and ``laf_s`` come one per ``env_hop`` (0.5 s, at which both
+attacks score at the noise reference) while the CNN's ``dog_s`` keeps its 20 ms steps. A block
+covers ``env_hop / hop`` steps (the last one of a frame may be shorter); ``Frame.laeq_steps_db``
+and ``Frame.laf_steps_db`` hold each block's value over its steps for the event tracker.
+
 Which patches a frame carries: a sensor sends frame k once the CNN has scored all its steps
 (it looks 0.64 s ahead, so one second after its end), with every YAMNet patch completed by
 then and not sent before, in order. Patch i of a frame starts at ``p0 + i * 0.48 s``
@@ -43,10 +50,13 @@ key          type       meaning
 ``under``    bool       LAeq within the margin of the microphone's noise floor
 ``b0``       int        IEC 61260-1 index x of the first third-octave band, fm = 1000*10**(x/10)
 ``bands``    bytes      float32 band levels (Leq over the frame, Z-weighted, dB)
-``hop``      float      step of the short-time series below, seconds (0.02)
-``laeq_s``   bytes      float16 LAeq per step, dB
-``laf_s``    bytes      float16 LAF (F time-weighted, A-weighted) maximum per step, dB
-``dog_s``    bytes      float16 dog score of the small CNN per step, 0..1 (one per ``laeq_s``)
+``hop``      float      step of ``dog_s``, seconds (0.02)
+``env_hop``  float      block of ``laeq_s``/``laf_s``, seconds (0.5; a whole number of ``hop``,
+                        at least 0.5: finer envelopes carry speech)
+``laeq_s``   bytes      float16 LAeq per block, dB (power mean of the block's steps)
+``laf_s``    bytes      float16 LAF (F time-weighted, A-weighted) maximum per block, dB
+                        (so the frame's and an event's LAFmax stay exact, IEC 61672-1)
+``dog_s``    bytes      float16 dog score of the small CNN per step, 0..1
 ``p0``       int        capture time of the first sample of the first patch below, ns
 ``emb``      bytes      float16 YAMNet embeddings, row-major (patches x 1024), each >= 0
 ``ys``       bytes      float16 YAMNet class scores, 0..1, row-major (patches x 521)
@@ -90,7 +100,12 @@ MAX_PATCHES = 8  # normally 2 or 3 per frame (one each 0.48 s), a few more at a 
 PATCH_HOP_NS = 480_000_000  # YAMNet's patch hop, 0.48 s (sensor.yamnet_features)
 MAX_EMBEDDING = 1000.0  # a mean of ReLU outputs: >= 0; YAMNet's stay under about 10
 MAX_VERSION_CHARS = 128
-MAX_MAP_KEYS = 64  # a frame has 31 or 32 fields; a map on the wire with more than 64 is refused
+# The envelopes' block: 0.5 s brings both envelope attacks to the noise reference, 0.24 s
+# nearly (0.45 against 0.44), 0.1 s does not (0.52) (docs/PRIVACY.md); the decoder refuses finer.
+ENVELOPE_HOP_S = 0.5
+MIN_ENVELOPE_HOP_S = 0.5
+MAX_ENVELOPE_HOP_S = 4.0  # a frame's longest span ('n' up to 4 s)
+MAX_MAP_KEYS = 64  # a frame has 32 or 33 fields; a map on the wire with more than 64 is refused
 
 
 def frame_topic(device_id: str) -> str:
@@ -129,7 +144,9 @@ class Frame:
 
     Levels are dB re 20 µPa. Arrays are float32 in memory; the wire stores the short-time
     series, scores and embeddings as float16 (0.06 dB resolution near 100 dB, 0.0005 near a
-    score of 1). ``embeddings`` (k x 1024) and ``class_scores`` (k x 521) are YAMNet's for the
+    score of 1). ``dog_steps`` has one score per ``hop_s``; ``laeq_blocks_db`` and
+    ``laf_blocks_db`` one level per ``envelope_hop_s`` block of those steps (the last block may
+    cover fewer). ``embeddings`` (k x 1024) and ``class_scores`` (k x 521) are YAMNet's for the
     k patches starting at ``patch_start_ns`` and every ``PATCH_HOP_NS`` after it.
     """
 
@@ -156,8 +173,9 @@ class Frame:
     band_first_index: int
     bands_db: np.ndarray = field(repr=False)
     hop_s: float
-    laeq_steps_db: np.ndarray = field(repr=False)
-    laf_steps_db: np.ndarray = field(repr=False)
+    envelope_hop_s: float
+    laeq_blocks_db: np.ndarray = field(repr=False)
+    laf_blocks_db: np.ndarray = field(repr=False)
     dog_steps: np.ndarray = field(repr=False)
     patch_start_ns: int
     embeddings: np.ndarray = field(repr=False)
@@ -181,9 +199,36 @@ class Frame:
         return replace(self, capture_ns=capture_ns, patch_start_ns=self.patch_start_ns + shift)
 
     @property
+    def steps_per_block(self) -> int:
+        """Number of ``hop_s`` steps in one ``envelope_hop_s`` block."""
+        return round(self.envelope_hop_s / self.hop_s)
+
+    @property
+    def laeq_steps_db(self) -> np.ndarray:
+        """LAeq per ``dog_steps`` step: each step takes its block's value (0.5 s resolution)."""
+        return steps_of_blocks(self.laeq_blocks_db, self.steps_per_block, self.dog_steps.size)
+
+    @property
+    def laf_steps_db(self) -> np.ndarray:
+        """LAF maximum of each step's block, per ``dog_steps`` step (0.5 s resolution)."""
+        return steps_of_blocks(self.laf_blocks_db, self.steps_per_block, self.dog_steps.size)
+
+    @property
     def patch_starts_ns(self) -> np.ndarray:
         """Capture time of each patch's first sample, ns since the epoch."""
         return self.patch_start_ns + PATCH_HOP_NS * np.arange(len(self.embeddings), dtype=np.int64)
+
+
+def blocks_needed(n_steps: int, steps_per_block: int) -> int:
+    """Number of envelope blocks that cover ``n_steps`` steps (the last may be partial)."""
+    return -(-n_steps // steps_per_block)
+
+
+def steps_of_blocks(blocks: np.ndarray, steps_per_block: int, n_steps: int) -> np.ndarray:
+    """Block values held over their steps: ``n_steps`` values, step k taking block
+    ``k // steps_per_block`` (float32)."""
+    values = np.repeat(np.asarray(blocks, dtype=np.float32), steps_per_block)
+    return values[:n_steps]
 
 
 def encode_frame(frame: Frame) -> bytes:
@@ -230,8 +275,9 @@ def _payload_of(frame: Frame) -> dict[str, Any]:
         "b0": int(frame.band_first_index),
         "bands": np.asarray(frame.bands_db, dtype="<f4").tobytes(),
         "hop": float(frame.hop_s),
-        "laeq_s": np.asarray(frame.laeq_steps_db, dtype="<f2").tobytes(),
-        "laf_s": np.asarray(frame.laf_steps_db, dtype="<f2").tobytes(),
+        "env_hop": float(frame.envelope_hop_s),
+        "laeq_s": np.asarray(frame.laeq_blocks_db, dtype="<f2").tobytes(),
+        "laf_s": np.asarray(frame.laf_blocks_db, dtype="<f2").tobytes(),
         "dog_s": np.asarray(frame.dog_steps, dtype="<f2").tobytes(),
         "p0": int(frame.patch_start_ns),
         "emb": _matrix_bytes(frame.embeddings, EMBEDDING_SIZE, "emb"),
@@ -273,6 +319,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "b0": int,
     "bands": bytes,
     "hop": (float, int),
+    "env_hop": (float, int),
     "laeq_s": bytes,
     "laf_s": bytes,
     "dog_s": bytes,
@@ -467,13 +514,25 @@ def _validated(payload: object) -> Frame:
     if not 0 < bands.size <= MAX_BANDS:
         raise WireError(f"field 'bands': {bands.size} bands is out of range",
                         WireReason.OUT_OF_RANGE)
-    laeq_steps = _array(payload["laeq_s"], "<f2", "laeq_s")
-    if not 0 < laeq_steps.size <= MAX_STEPS:
-        raise WireError(f"field 'laeq_s': {laeq_steps.size} steps is out of range",
+    envelope_hop_s = float(payload["env_hop"])
+    if not MIN_ENVELOPE_HOP_S <= envelope_hop_s <= MAX_ENVELOPE_HOP_S:
+        raise WireError(
+            f"field 'env_hop': {envelope_hop_s} s is outside {MIN_ENVELOPE_HOP_S:g}.."
+            f"{MAX_ENVELOPE_HOP_S:g} s (a finer envelope carries speech)",
+            WireReason.OUT_OF_RANGE if math.isfinite(envelope_hop_s) else WireReason.NOT_FINITE,
+        )
+    steps_per_block = round(envelope_hop_s / hop_s)
+    if abs(steps_per_block * hop_s - envelope_hop_s) > 1e-6 * envelope_hop_s:
+        raise WireError(f"field 'env_hop': {envelope_hop_s} s is not a whole number of 'hop' "
+                        f"({hop_s} s)", WireReason.OUT_OF_RANGE)
+    dog_steps = _array(payload["dog_s"], "<f2", "dog_s")
+    if not 0 < dog_steps.size <= MAX_STEPS:
+        raise WireError(f"field 'dog_s': {dog_steps.size} steps is out of range",
                         WireReason.OUT_OF_RANGE)
-    laf_steps = _array(payload["laf_s"], "<f2", "laf_s", laeq_steps.size)
-    dog_steps = _array(payload["dog_s"], "<f2", "dog_s", laeq_steps.size)
     _bounded(dog_steps, 0.0, 1.0, "dog_s", "score")
+    n_blocks = blocks_needed(dog_steps.size, steps_per_block)
+    laeq_blocks = _array(payload["laeq_s"], "<f2", "laeq_s", n_blocks)
+    laf_blocks = _array(payload["laf_s"], "<f2", "laf_s", n_blocks)
     embeddings = _matrix(payload["emb"], EMBEDDING_SIZE, "emb")
     _bounded(embeddings, 0.0, MAX_EMBEDDING, "emb", "embedding value")
     class_scores = _matrix(payload["ys"], N_CLASSES, "ys")
@@ -517,8 +576,9 @@ def _validated(payload: object) -> Frame:
         band_first_index=payload["b0"],
         bands_db=bands,
         hop_s=hop_s,
-        laeq_steps_db=laeq_steps,
-        laf_steps_db=laf_steps,
+        envelope_hop_s=envelope_hop_s,
+        laeq_blocks_db=laeq_blocks,
+        laf_blocks_db=laf_blocks,
         dog_steps=dog_steps,
         patch_start_ns=patch_start_ns,
         embeddings=embeddings,

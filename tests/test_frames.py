@@ -13,6 +13,7 @@ from sensor.frames import (
     FrameBuilder,
     MeasurementOptions,
     _DcBlocker,
+    envelope_blocks,
     frames_from_samples,
     mel_rows_from_samples,
 )
@@ -131,6 +132,25 @@ def test_short_time_levels_equal_separate_meter_calls() -> None:
     singles = [stepwise.process(second[i : i + 320]) for i in range(0, 16000, 320)]
     np.testing.assert_allclose(laeq_steps, [s.laeq_db for s in singles], atol=1e-9)
     np.testing.assert_allclose(laf_steps, [s.lafmax_db for s in singles], atol=1e-9)
+
+
+def test_envelope_blocks_are_the_power_mean_and_the_maximum_of_their_steps() -> None:
+    laeq, laf = envelope_blocks(np.array([50.0, 60.0, 70.0]), np.array([55.0, 72.0, 71.0]), 2)
+    np.testing.assert_allclose(laeq, [10 * np.log10((1e5 + 1e6) / 2), 70.0])
+    np.testing.assert_allclose(laf, [72.0, 71.0])
+
+
+def test_frame_envelopes_keep_the_frames_laeq_and_lafmax() -> None:
+    rng = np.random.default_rng(5)
+    signal = 0.1 * rng.standard_normal(48000) * np.linspace(0.05, 1.0, 48000)
+    frame = _frames(signal, 48000, 48000)[0]
+    assert frame.envelope_hop_s == 0.5
+    assert frame.laeq_blocks_db.shape == frame.laf_blocks_db.shape == (2,)
+    # two equal halves: their power mean is the second's LAeq; the larger maximum its LAFmax
+    power = np.mean(10 ** (frame.laeq_blocks_db.astype(np.float64) / 10))
+    assert 10 * np.log10(power) == pytest.approx(frame.laeq_db, abs=1e-3)
+    assert float(frame.laf_blocks_db.max()) == pytest.approx(frame.lafmax_db, abs=1e-3)
+    assert frame.laeq_blocks_db[0] < frame.laeq_blocks_db[1] - 3.0  # a rising level
 
 
 def test_dc_offset_is_removed_and_reported() -> None:

@@ -84,6 +84,35 @@ def test_a_v1_frame_is_refused_with_the_upgrade_message() -> None:
     assert caught.value.reason == "version"
 
 
+def test_envelopes_travel_one_value_per_half_second_block() -> None:
+    raw = msgpack.unpackb(encode_frame(FRAME), raw=False)
+    assert raw["env_hop"] == 0.5
+    assert len(raw["dog_s"]) // 2 == 50  # the dog score keeps its 20 ms steps
+    assert len(raw["laeq_s"]) // 2 == len(raw["laf_s"]) // 2 == 2
+
+
+def test_decoded_envelopes_hold_each_blocks_value_over_its_steps() -> None:
+    decoded = decode_frame(_payload(laeq_s=np.array([40.0, 60.0], F16).tobytes(),
+                                    laf_s=np.array([45.0, 70.0], F16).tobytes()))
+    np.testing.assert_array_equal(decoded.laeq_steps_db, [40.0] * 25 + [60.0] * 25)
+    np.testing.assert_array_equal(decoded.laf_steps_db, [45.0] * 25 + [70.0] * 25)
+
+
+def test_a_20_ms_envelope_is_refused() -> None:
+    # G's first v2 sent laeq_s and laf_s per 20 ms step, which carries speech's rhythm
+    per_step = np.full(50, 60.0, F16).tobytes()
+    with pytest.raises(WireError, match="field 'laeq_s': 50 values, expected 2"):
+        decode_frame(_payload(laeq_s=per_step, laf_s=per_step))
+
+
+def test_encoding_refuses_an_envelope_finer_than_half_a_second() -> None:
+    fine = dataclasses.replace(FRAME, envelope_hop_s=0.02,
+                               laeq_blocks_db=np.full(50, 60.0, np.float32),
+                               laf_blocks_db=np.full(50, 60.0, np.float32))
+    with pytest.raises(WireError, match="field 'env_hop': 0.02 s is outside 0.5..4 s"):
+        encode_frame(fine)
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
@@ -99,7 +128,17 @@ def test_a_v1_frame_is_refused_with_the_upgrade_message() -> None:
         ({"mel": b"\x00\x00"}, "unknown field(s): mel"),
         ({"mels": 64}, "unknown field(s): mels"),
         ({"dog_s": None}, "missing field(s): dog_s"),
-        ({"dog_s": np.zeros(49, F16).tobytes()}, "field 'dog_s': 49 values, expected 50"),
+        ({"dog_s": np.zeros(51, F16).tobytes()}, "field 'laeq_s': 2 values, expected 3"),
+        ({"dog_s": np.zeros(0, F16).tobytes()}, "field 'dog_s': 0 steps is out of range"),
+        ({"env_hop": None}, "missing field(s): env_hop"),
+        ({"env_hop": "0.5"}, "field 'env_hop': str is not the expected float or int"),
+        ({"env_hop": 0.02}, "field 'env_hop': 0.02 s is outside 0.5..4 s (a finer envelope "
+                            "carries speech)"),
+        ({"env_hop": float("nan")}, "field 'env_hop': nan s is outside"),
+        ({"env_hop": 0.51}, "field 'env_hop': 0.51 s is not a whole number of 'hop' (0.02 s)"),
+        ({"laeq_s": np.zeros(3, F16).tobytes()}, "field 'laeq_s': 3 values, expected 2"),
+        ({"laeq_s": np.full(2, np.inf, F16).tobytes()}, "field 'laeq_s': contains NaN"),
+        ({"laf_s": np.zeros(1, F16).tobytes()}, "field 'laf_s': 1 values, expected 2"),
         ({"dog_s": np.full(50, np.nan, F16).tobytes()}, "field 'dog_s': contains NaN"),
         ({"dog_s": np.full(50, 1.5, F16).tobytes()}, "field 'dog_s': score 1.5 at index 0 "
                                                      "is outside 0..1"),
