@@ -120,6 +120,8 @@ class DevicePipeline:
             events.extend(self._drain().events)
         if self._scores_ns is None:
             self._scores_ns = frame.capture_ns
+        # The wire's envelopes come per 0.5 s block (privacy, sensor.wire): held over the block's
+        # 20 ms steps, so events keep dog_s's onsets and take levels at 0.5 s resolution.
         self._laeq = np.concatenate([self._laeq, frame.laeq_steps_db])
         self._laf = np.concatenate([self._laf, frame.laf_steps_db])
         if len(frame.embeddings):

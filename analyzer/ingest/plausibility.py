@@ -51,7 +51,7 @@ SCALAR_LEVELS = (
     ("l50", "laf50_db"), ("l90", "laf90_db"),
 )
 ARRAY_LEVELS = (
-    ("bands", "bands_db"), ("laeq_s", "laeq_steps_db"), ("laf_s", "laf_steps_db"),
+    ("bands", "bands_db"), ("laeq_s", "laeq_blocks_db"), ("laf_s", "laf_blocks_db"),
 )
 
 
@@ -116,10 +116,10 @@ def frame_problem(frame: Frame) -> str | None:
             f"fields 'b0'/'bands': band {last_band} ({band_centre_hz(last_band):.0f} Hz) is not "
             f"below the Nyquist frequency of {frame.sample_rate} Hz"
         )
-    covered_s = len(frame.laeq_steps_db) * frame.hop_s
+    covered_s = len(frame.dog_steps) * frame.hop_s
     if abs(covered_s - frame.duration_s) > frame.hop_s:
         return (
-            f"fields 'laeq_s'/'hop': {len(frame.laeq_steps_db)} steps of {frame.hop_s} s cover "
+            f"fields 'dog_s'/'hop': {len(frame.dog_steps)} steps of {frame.hop_s} s cover "
             f"{covered_s:.3f} s, but the frame lasts {frame.duration_s:.3f} s"
         )
     return None
