@@ -37,7 +37,9 @@ from analyzer.ingest.ordering import ReorderBuffer
 
 log = logging.getLogger(__name__)
 
-FORMAT = 1  # of the pickled state: a saved state of another format is not restored
+# Of the pickled state: a saved state of another format is not restored. Raise it with any
+# change to what DevicePipeline, EventTracker, AudibilityAssessor or ReorderBuffer keep.
+FORMAT = 1
 # Keys of frames stored this recently (capture time) are kept, so that copies redelivered after
 # a restart are known as duplicates: the broker redelivers what was not acknowledged, and the
 # sensor re-sends the frames acknowledged in its last 60 s after a broker restart
