@@ -111,6 +111,7 @@ class Analyzer:
         self._chain = EvidenceChain()
         self._journal: DeviceJournal | None = None
         self._touched: set[str] = set()  # devices whose state changed since the last save
+        self._unsaved_keys: list[Key] = []  # stored frames a failed save did not record
         self._unstored: dict[Key, list[Ack]] = {}
         self._ack_placed = False
         self._batch: list[str] = []  # line protocol
@@ -314,14 +315,24 @@ class Analyzer:
         states: dict[str, bytes | None] = {}
         for device in self._touched:
             state = self._devices.get(device)
-            states[device] = None if state is None else device_state_blob(
-                state.reorder, state.implausible, state.fed_end_ns, state.analysis)
+            try:
+                states[device] = None if state is None else device_state_blob(
+                    state.reorder, state.implausible, state.fed_end_ns, state.analysis)
+            except Exception as exc:  # its older state must not be restored: drop it
+                self.counters.journal_errors += 1
+                states[device] = None
+                log.error("%s: its analysis state cannot be saved (%s: %s); a restart now "
+                          "starts it afresh", device, type(exc).__name__, exc)
         try:
-            self._journal.save(states, stored)
-        except JournalError as exc:  # acknowledged all the same: the frames are stored
+            self._journal.save(states, self._unsaved_keys + stored)
+        except JournalError as exc:
+            # Acknowledged all the same (the frames are stored); saved again with the next
+            # batch. A restart before that restores these devices' previous state.
             self.counters.journal_errors += 1
-            log.error("%s; a restart now would lose the detection state of %d device(s)",
-                      exc, len(states))
+            self._unsaved_keys = (self._unsaved_keys + stored)[-STORED_FRAMES_PER_DEVICE:]
+            log.error("%s; retried with the next batch", exc)
+            return
+        self._unsaved_keys = []
         self._touched.clear()
 
     def _ack_later(self, ack: Ack) -> None:
