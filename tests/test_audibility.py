@@ -209,17 +209,30 @@ def test_a_burst_filling_a_tenth_of_its_second_is_read_10_db_above_the_seconds_l
 
 
 def test_an_event_spectrum_is_the_bursts_own_level_not_its_second_diluted() -> None:
-    """A 0.2 s 1 kHz burst at 80 dB in a quiet second: the event's 1 kHz band reads about
-    80 dB (not the 73 dB of the whole second)."""
-    frames = _frames(background_rms=0.0001, tone_rms=0.1, tone_span_s=(20.4, 20.6))
+    """A 1 kHz burst at 80 dB filling the first half-second block of a quiet second: the
+    event's 1 kHz band reads about 80 dB (not the 77 dB of the whole second)."""
+    frames = _frames(background_rms=0.0001, tone_rms=0.1, tone_span_s=(20.0, 20.5))
     assessor = AudibilityAssessor(_site(), AudibilitySettings())
     for frame in frames:
         assessor.observe(frame, 0.0)
-    bands = assessor._event_bands(_event(frames, 20.4, 20.6))
+    bands = assessor._event_bands(_event(frames, 20.0, 20.5))
     assert bands is not None
     index = int(np.argmin(np.abs(BAND_CENTRES_HZ - 1000.0)))
     assert bands[index] == pytest.approx(80.0, abs=0.5)
-    assert frame_band_levels(frames[20])[index] == pytest.approx(80.0 - 7.0, abs=0.5)
+    assert frame_band_levels(frames[20])[index] == pytest.approx(80.0 - 3.0, abs=0.5)
+
+
+def test_an_event_spectrum_is_shared_out_at_the_envelopes_half_second_resolution() -> None:
+    """Wire v2 sends LAeq per 0.5 s block (privacy): a 0.2 s burst at 80 dB inside one block
+    reads as that block's level, 80 - 10 lg(0.5 / 0.2) = 76 dB."""
+    frames = _frames(background_rms=0.0001, tone_rms=0.1, tone_span_s=(20.1, 20.3))
+    assessor = AudibilityAssessor(_site(), AudibilitySettings())
+    for frame in frames:
+        assessor.observe(frame, 0.0)
+    bands = assessor._event_bands(_event(frames, 20.1, 20.3))
+    assert bands is not None
+    index = int(np.argmin(np.abs(BAND_CENTRES_HZ - 1000.0)))
+    assert bands[index] == pytest.approx(80.0 - 10 * np.log10(0.5 / 0.2), abs=0.5)
 
 
 # --- conservatism ---------------------------------------------------------------------------

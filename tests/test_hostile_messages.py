@@ -261,13 +261,12 @@ def test_an_odd_first_frame_is_dropped_without_changing_how_later_frames_are_jud
     frames = frames_of("dev-o", 5)
     first = frames[0]
     if odd == "25 scores a second":  # 25 steps of 40 ms
-        first = dataclasses.replace(first, hop_s=0.04, laeq_steps_db=first.laeq_steps_db[::2],
-                                    laf_steps_db=first.laf_steps_db[::2],
+        first = dataclasses.replace(first, hop_s=0.04, envelope_hop_s=1.0,
+                                    laeq_blocks_db=first.laeq_blocks_db[:1],
+                                    laf_blocks_db=first.laf_blocks_db[:1],
                                     dog_steps=first.dog_steps[::2])
     else:  # 40 steps of 25 ms: consistent with itself, not with the detector
-        first = dataclasses.replace(first, hop_s=0.025, laeq_steps_db=first.laeq_steps_db[:40],
-                                    laf_steps_db=first.laf_steps_db[:40],
-                                    dog_steps=first.dog_steps[:40])
+        first = dataclasses.replace(first, hop_s=0.025, dog_steps=first.dog_steps[:40])
     payloads = [encode_frame(first)] + [encode_frame(f) for f in frames[1:]]
     analyzer = publish_through_analyzer(analyzer_config(services), frame_topic("dev-o"),
                                         payloads, stored=4)

@@ -96,13 +96,6 @@ def test_envelope_averaged_over_half_a_second_rebuilds_no_better_than_noise(
     assert stoi(speech, rebuilt) <= noise_reference + NOISE_MARGIN  # 0.47 against 0.49
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 24: v2's 20 ms laeq_s (and laf_s, once its F weighting is undone) carries "
-    "speech's syllable rhythm: the band-envelope vocoder scores STOI 0.61 against noise's "
-    "0.49; averaged over 0.5 s it scores 0.47 (test above). Remove this mark when the wire "
-    "carries the coarser envelope.",
-)
 def test_v2_envelope_rebuild_no_better_than_noise(
     speech: np.ndarray, v2: V2Content, noise_reference: float
 ) -> None:
