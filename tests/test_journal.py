@@ -15,6 +15,7 @@ import soundfile
 from analyzer.config import AnalyzerConfig
 from analyzer.deploy.services import Services
 from analyzer.detect import DetectorSettings, DevicePipeline
+from analyzer.ingest import Analyzer
 from analyzer.ingest.device import DeviceAnalysis
 from analyzer.ingest.journal import KEEP_STORED_S, DeviceJournal, device_state_blob
 from analyzer.ingest.ordering import ReorderBuffer
@@ -23,7 +24,7 @@ from analyzer.store.influx import InfluxClient, InfluxSettings
 from sensor.config import MqttSettings
 from sensor.frames import frames_from_samples
 from sensor.wire import Frame, encode_frame, frame_topic
-from tests.conftest import publish_through_analyzer, sine
+from tests.conftest import publish_through_analyzer, sine, wait_until
 
 START_NS = 1_780_351_200_000_000_000
 NS = 1_000_000_000
@@ -180,3 +181,18 @@ def test_a_frame_held_for_its_predecessor_is_scored_after_a_restart(services: Se
     scores = {row[1]: row[2] for row in series[0]["values"]}
     assert sorted(scores) == [0, 1, 2, 3]
     assert scores[3] is not None  # released by frame 2 in the restarted analyzer
+
+
+def test_a_journal_that_cannot_be_opened_stops_the_analyzer_naming_the_file(
+    services: Services, tmp_path: Path
+) -> None:
+    config = _config(services, tmp_path)  # a directory, not a file SQLite can open
+    analyzer = Analyzer(config)
+    analyzer.start()
+    try:
+        wait_until(lambda: analyzer.failure is not None, timeout_s=30,
+                   what="the worker to stop")
+    finally:
+        analyzer.stop()
+    assert analyzer.failure is not None
+    assert analyzer.failure.startswith(f"JournalError: analyzer journal {tmp_path}:")
