@@ -12,7 +12,9 @@ import soundfile as sf
 
 from analyzer.detect import DogHead, step_head_scores
 from analyzer.detect.head import DEFAULT_HEAD_PATH
+from analyzer.offline.analysis import analyze_file
 from training.head_data import Scorers
+from training.head_eval import spans_of
 
 DATA = Path(__file__).resolve().parent / "data"
 SR = 16_000
@@ -70,3 +72,25 @@ def test_the_same_input_gives_the_same_scores_every_run(scorers: Scorers, head: 
     np.testing.assert_array_equal(
         fused_scores(scorers, head, samples), fused_scores(scorers, head, samples)
     )
+
+
+def test_barkwatch_analyze_finds_the_events_the_head_evaluation_scores(
+    tmp_path: Path, scorers: Scorers, head: DogHead
+) -> None:
+    # The evaluation (training.head_data / head_eval) scores audio as the sensor and the
+    # analyzer do; the offline analysis goes through wire v2 and the pipeline: same events.
+    bark, _ = sf.read(DATA / "lugaru_bark2.flac")
+    samples = 0.003 * np.random.default_rng(1).standard_normal(12 * SR)
+    for at_s in (2.0, 6.0, 9.0):
+        samples[int(at_s * SR) : int(at_s * SR) + bark.size] += bark
+    path = tmp_path / "barks.wav"
+    sf.write(path, samples, SR, subtype="FLOAT")
+    document = analyze_file(path, full_scale_db=100.0)
+    assert head.on_threshold is not None and head.off_threshold is not None
+    expected = spans_of(fused_scores(scorers, head, samples), head.on_threshold,
+                        head.off_threshold)  # fmt: skip
+    assert len(expected) == 3
+    assert [(e["onset_s"], e["offset_s"]) for e in document["events"]] == [
+        (round(a, 2), round(b, 2)) for a, b in expected
+    ]
+    assert document["model_version"].endswith(head.version)
