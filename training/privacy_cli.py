@@ -124,11 +124,13 @@ def signal_attacks() -> dict[str, Attack]:
         "v2 bands (1 s), Griffin-Lim": lambda item, seed: rebuild_from_bands(
             item.v2, item.samples.size, seed
         ),
-        "v2 bands shaped by laeq_s (20 ms), Griffin-Lim": lambda item, seed: rebuild_from_envelope(
-            item.v2, item.samples.size, seed
+        "v2 bands shaped by laeq_s (0.5 s blocks, as sent), Griffin-Lim": lambda item, seed: (
+            rebuild_from_envelope(item.v2, item.samples.size, seed)
         ),
-        "v2 bands shaped by laf_s (20 ms), Griffin-Lim": lambda item, seed: rebuild_from_envelope(
-            item.v2, item.samples.size, seed, envelope_db=item.v2.laf_steps_db
+        "v2 bands shaped by laf_s (0.5 s block maxima, as sent), Griffin-Lim": lambda item, seed: (
+            rebuild_from_envelope(
+                item.v2, item.samples.size, seed, envelope_db=item.v2.laf_steps_db
+            )
         ),
         "v2 bands shaped by laf_s with F weighting undone, Griffin-Lim": lambda item, seed: (
             rebuild_from_envelope(
