@@ -4,10 +4,12 @@ For each dog-vocalization event of a device (REFERENCE.md sections 4-5, DESIGN.m
 
 1. **Event spectrum**: one-third-octave band levels over the event, 100 Hz - 6.3 kHz, from the
    frames' per-second band levels (wire v2 carries no finer spectra: issue 24). Within each
-   second the band energy is shared out over time by the 20 ms LAeq steps: the second's band
-   powers times the ratio of the A-weighted energy of the event's steps to that of the whole
-   second. A bark that dominates its second is then read at its own level rather than diluted
-   by the rest of the second; background in the envelope only lowers the ratio (the owner's
+   second the band energy is shared out over time by the LAeq envelope's 20 ms steps, each
+   holding its 0.5 s block's value (the wire sends LAeq per 0.5 s: finer carries speech): the
+   second's band powers times the ratio of the A-weighted energy of the event's steps to that
+   of the whole second. A bark that dominates its half-second block is then read at its own
+   level rather than diluted by the rest of the second (a shorter one, by the rest of its
+   block: low, in the owner's favour); background in the envelope only lowers the ratio (the owner's
    favour). It assumes the spectrum's shape does not change within the second.
 2. **Background**: per band and A-weighted, the L90 (``background_percentile``) of the 1 s
    levels of the bark-free seconds in a rolling window (default 10 minutes). With too few
