@@ -59,9 +59,10 @@ class V1Content:
 class V2Content:
     """Everything wire v2 carries that depends on the sound (levels in dB SPL).
 
-    Per 20 ms step: ``laeq_steps_db``, ``laf_steps_db`` (LAF maximum), ``dog_steps`` (the small
-    CNN's score, 0..1). Per second: ``bands_db`` (seconds x bands; band ``i`` has IEC 61260-1
-    index ``band_first_index + i``). Per 0.96 s YAMNet patch, one every 0.48 s, starting
+    Per 20 ms step: ``laeq_steps_db``, ``laf_steps_db`` (LAF maximum), each step holding its
+    0.5 s block's value as the wire sends them, ``dog_steps`` (the small CNN's score, 0..1).
+    Per second: ``bands_db`` (seconds x bands; band ``i`` has IEC 61260-1 index
+    ``band_first_index + i``). Per 0.96 s YAMNet patch, one every 0.48 s, starting
     ``patch_starts_s`` after the clip's start: ``embeddings`` (1024) and ``class_scores`` (521).
     """
 
