@@ -516,9 +516,10 @@ def _validated(payload: object) -> Frame:
                         WireReason.OUT_OF_RANGE)
     envelope_hop_s = float(payload["env_hop"])
     if not MIN_ENVELOPE_HOP_S <= envelope_hop_s <= MAX_ENVELOPE_HOP_S:
+        why = " (a finer envelope carries speech)" if envelope_hop_s < MIN_ENVELOPE_HOP_S else ""
         raise WireError(
             f"field 'env_hop': {envelope_hop_s} s is outside {MIN_ENVELOPE_HOP_S:g}.."
-            f"{MAX_ENVELOPE_HOP_S:g} s (a finer envelope carries speech)",
+            f"{MAX_ENVELOPE_HOP_S:g} s{why}",
             WireReason.OUT_OF_RANGE if math.isfinite(envelope_hop_s) else WireReason.NOT_FINITE,
         )
     steps_per_block = round(envelope_hop_s / hop_s)
