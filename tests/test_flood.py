@@ -13,7 +13,7 @@ import msgpack
 import paho.mqtt.client as mqtt
 import pytest
 
-from analyzer.config import InfluxSettings
+from analyzer.config import AnalyzerConfig, InfluxSettings
 from analyzer.deploy.services import Services
 from analyzer.ingest import service
 from analyzer.ingest.inbox import DEVICE_QUOTA, INBOX_FULL, Inbox, InboxLimits
@@ -133,6 +133,15 @@ def _query(services: Services, query: str) -> list[dict[str, object]]:
     return [dict(zip(columns, row, strict=True)) for row in series[0]["values"]]
 
 
+def flooding_client(config: AnalyzerConfig) -> mqtt.Client:
+    """A plain MQTT client of the analyzer's broker, started, with no limit on its queue."""
+    flooder = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2)
+    flooder.max_queued_messages_set(0)
+    flooder.connect(config.mqtt.host, config.mqtt.port)
+    flooder.loop_start()
+    return flooder
+
+
 def test_a_qos0_flood_is_dropped_and_counted_while_a_good_devices_30_frames_are_all_stored(
     services: Services,
 ) -> None:
@@ -141,10 +150,7 @@ def test_a_qos0_flood_is_dropped_and_counted_while_a_good_devices_30_frames_are_
     template = frames_of("flooder", 1)[0]
     # Distinct sequence numbers, so that the flood is no duplicate: each one is real work.
     flood = [encode_frame(dataclasses.replace(template, seq=i)) for i in range(FLOOD_MESSAGES)]
-    flooder = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2)
-    flooder.max_queued_messages_set(0)
-    flooder.connect(config.mqtt.host, config.mqtt.port)
-    flooder.loop_start()
+    flooder = flooding_client(config)
     good = Publisher(config)
     try:
         published = threading.Event()
@@ -214,10 +220,7 @@ def test_a_qos1_flood_through_a_tiny_inbox_waits_instead_of_dropping_and_stores_
     config = analyzer_config(services)
     analyzer = run_analyzer(config)
     flood = [encode_frame(frame) for frame in frames_of("flooder", QOS1_FLOOD)]
-    flooder = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2)
-    flooder.max_queued_messages_set(0)
-    flooder.connect(config.mqtt.host, config.mqtt.port)
-    flooder.loop_start()
+    flooder = flooding_client(config)
     good = Publisher(config)
     try:
         sent = [flooder.publish(frame_topic("flooder"), payload, qos=1) for payload in flood]
