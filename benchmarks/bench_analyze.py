@@ -84,7 +84,7 @@ def hour_scene(minutes: float, seed: int, material: Material) -> Scene:
 
 
 def soundscape(minutes: float, seed: int, corpora: list[Path]) -> Path:
-    material = Material(corpora)
+    material = Material.from_corpora(corpora)
     scene = hour_scene(minutes, seed, material)
     path = CACHE / f"soundscape-{minutes:g}min-s{seed}-{scene_digest(scene)}.flac"
     if not path.exists():

@@ -128,37 +128,68 @@ class Scene:
         return [(a[1], b[0]) for a, b in zip(self.bouts, self.bouts[1:], strict=False)]
 
 
-class Material:
-    """The corpus's dog clips, confusers by kind and bed recordings; audio read once each."""
+@dataclass(frozen=True)
+class Sound:
+    """A clip the scenes draw from."""
 
-    def __init__(self, corpora: Sequence[Path]) -> None:
+    clip_id: str
+    label: str
+
+
+class Material:
+    """Dog clips, confusers by kind and bed recordings (16 kHz); audio read once each.
+
+    :meth:`from_corpora` takes them from corpus folders; :meth:`from_audio` from arrays."""
+
+    def __init__(self, dogs: list[Sound], confusers: dict[str, list[Sound]], beds: list[Sound],
+                 read: Callable[[str], np.ndarray]) -> None:  # fmt: skip
+        empty = [k for k, v in {"dog": dogs, "bed": beds, **confusers}.items() if not v]
+        if empty:
+            raise SceneError("no clips of: " + ", ".join(empty))
+        self.dogs, self.confusers, self.beds = dogs, confusers, beds
+        self._read = read
+        self._audio: dict[str, np.ndarray] = {}
+
+    @classmethod
+    def from_corpora(cls, corpora: Sequence[Path]) -> Material:
+        """The corpora's dog vocalizations, confusers (CONFUSER_KINDS) and beds (BED_LABELS,
+        at least 4 s long)."""
         clips: list[Clip] = []
         for corpus in corpora:
             if not (corpus / "manifest.csv").is_file():
                 raise SceneError(f"{corpus}: no manifest.csv (a corpus folder, e.g. "
                                  "../shared/corpus/train)")
             clips += read_manifest(corpus)
-        self.dogs = sorted((c for c in clips if c.is_dog and c.label in DOG_LABELS),
-                           key=lambda c: c.clip_id)  # fmt: skip
-        self.confusers = {
-            kind: sorted((c for c in clips if not c.is_dog and c.label in labels),
-                         key=lambda c: c.clip_id)  # fmt: skip
-            for kind, labels in CONFUSER_KINDS.items()
-        }
-        self.beds = sorted((c for c in clips if c.label in BED_LABELS and c.duration_s >= 4.0),
-                           key=lambda c: c.clip_id)  # fmt: skip
-        empty = [k for k, v in {"dog": self.dogs, "bed": self.beds, **self.confusers}.items()
-                 if not v]  # fmt: skip
-        if empty:
-            raise SceneError(f"the corpora {', '.join(map(str, corpora))} have no clips of: "
-                             + ", ".join(empty))
-        self.by_id = {c.clip_id: c for c in clips}
-        self._audio: dict[str, np.ndarray] = {}
+        clips.sort(key=lambda c: c.clip_id)
+        paths = {c.clip_id: c.path for c in clips}
+
+        def pick(keep: Callable[[Clip], bool]) -> list[Sound]:
+            return [Sound(c.clip_id, c.label) for c in clips if keep(c)]
+
+        try:
+            return cls(
+                pick(lambda c: c.is_dog and c.label in DOG_LABELS),
+                {kind: pick(lambda c, labels=labels: not c.is_dog and c.label in labels)  # type: ignore[misc]
+                 for kind, labels in CONFUSER_KINDS.items()},
+                pick(lambda c: c.label in BED_LABELS and c.duration_s >= 4.0),
+                lambda clip_id: load_audio(paths[clip_id]),
+            )  # fmt: skip
+        except SceneError as exc:
+            raise SceneError(f"the corpora {', '.join(map(str, corpora))}: {exc}") from exc
+
+    @classmethod
+    def from_audio(cls, dogs: dict[str, np.ndarray], confusers: dict[str, dict[str, np.ndarray]],
+                   beds: dict[str, np.ndarray]) -> Material:  # fmt: skip
+        """Clips given as 16 kHz arrays by id (confusers by kind, then id)."""
+        audio = {**dogs, **beds, **{k: v for c in confusers.values() for k, v in c.items()}}
+        return cls([Sound(k, "dog") for k in dogs],
+                   {kind: [Sound(k, kind) for k in c] for kind, c in confusers.items()},
+                   [Sound(k, "bed") for k in beds], lambda clip_id: audio[clip_id])  # fmt: skip
 
     def audio(self, clip_id: str) -> np.ndarray:
         """The clip at 16 kHz (float32), read once."""
         if clip_id not in self._audio:
-            self._audio[clip_id] = load_audio(self.by_id[clip_id].path).astype(np.float32)
+            self._audio[clip_id] = np.asarray(self._read(clip_id), dtype=np.float32)
         return self._audio[clip_id]
 
     def duration_s(self, clip_id: str) -> float:
@@ -188,7 +219,7 @@ def _confusers(rng: np.random.Generator, material: Material, start_s: float, end
                out: list[Placement]) -> None:  # fmt: skip
     """Confusers one after another between ``start_s`` and ``end_s``, the kinds taken in a
     shuffled round so that every kind appears in a long gap."""
-    kinds = list(CONFUSER_KINDS)
+    kinds = list(material.confusers)
     order: list[str] = []
     t = start_s + float(rng.uniform(*CONFUSER_SPACING_S))
     while True:
@@ -508,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")
     try:
-        material = Material(args.corpus or list(DEFAULT_CORPORA))
+        material = Material.from_corpora(args.corpus or list(DEFAULT_CORPORA))
     except SceneError as exc:
         parser.error(str(exc))
     args.workdir.mkdir(parents=True, exist_ok=True)
