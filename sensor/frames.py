@@ -266,6 +266,7 @@ class FrameBuilder:
     def _measure(self, raw: np.ndarray) -> list[Frame]:
         dc_offset = float(np.mean(raw))
         second = self.dc_blocker.process(raw)
+        self.networks.begin(second)  # YAMNet on a worker thread, if any, while we measure
         levels, steps = self.meter.process_steps(second, self.hop)
         self.percentiles.add(steps.laf_db)
         laf10, laf50, laf90 = self.percentiles.exceedance_db()

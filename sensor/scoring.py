@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,17 +59,34 @@ class Patches:
 
 
 class SensorNetworks:
-    """Both networks over one capture stream; feed seconds in order."""
+    """Both networks over one capture stream; feed seconds in order.
+
+    ``yamnet_thread`` (offline analysis, where a file is measured as fast as it can be read):
+    YAMNet's share of a second (resampling, front end, network) runs on a worker thread from
+    :meth:`begin` while the caller measures the second and the CNN scores it; :meth:`process`
+    waits for it. The same calls on the same samples in the same order: the outputs are those
+    of the single-threaded path. The sensor itself keeps to one core (its budget, issue 24).
+    Call :meth:`close` when done.
+    """
 
     def __init__(self, sample_rate: int, cnn: DogModel | None = None,
-                 yamnet: YamnetNetwork | None = None) -> None:  # fmt: skip
+                 yamnet: YamnetNetwork | None = None,
+                 yamnet_thread: bool = False) -> None:  # fmt: skip
         self.cnn_model = cnn or cached_model("")
         self.yamnet = yamnet or cached_yamnet()
         self.versions = model_versions(self.cnn_model, self.yamnet)
         self.cnn = DogClassifier(self.cnn_model, smoothing_steps=1, min_band_level_db=CNN_GATE_DB)
         self.resampler = StreamResampler(sample_rate)
         self.front_end = YamnetFrontEnd()
+        self._worker = (ThreadPoolExecutor(1, thread_name_prefix="yamnet") if yamnet_thread
+                        else None)  # fmt: skip
+        self._begun: tuple[np.ndarray, Future[Patches]] | None = None
         self.reset()
+
+    def close(self) -> None:
+        """Stop the worker thread, if any."""
+        if self._worker is not None:
+            self._worker.shutdown()
 
     @property
     def cnn_delay_steps(self) -> int:
@@ -82,11 +100,27 @@ class SensorNetworks:
         self.front_end.reset()
         self._samples_16k = 0
 
+    def begin(self, second: np.ndarray) -> None:
+        """Start YAMNet on ``second`` (the next :meth:`process` call's) on the worker thread;
+        without one, nothing: :meth:`process` does it all."""
+        if self._worker is not None:
+            audio = np.array(second, dtype=np.float64)  # the caller's array may change meanwhile
+            self._begun = (second, self._worker.submit(self._yamnet_second, audio))
+
     def process(self, second: np.ndarray, mel_db: np.ndarray) -> tuple[np.ndarray, Patches]:
         """CNN scores that became final (one per step, in order) and the patches completed."""
         rows = np.asarray(mel_db, dtype=np.float16).astype(np.float32)
         scores = self.cnn.scores(rows).astype(np.float32)
-        return scores, self._patches(self.resampler.process(second))
+        begun, self._begun = self._begun, None
+        if begun is not None and begun[0] is second:
+            return scores, begun[1].result()
+        if begun is not None:  # begun on another second: a caller's mistake, never silent
+            begun[1].result()
+            raise RuntimeError("SensorNetworks.process: a second other than the one begun")
+        return scores, self._yamnet_second(second)
+
+    def _yamnet_second(self, second: np.ndarray) -> Patches:
+        return self._patches(self.resampler.process(second))
 
     def flush(self, pad_patches: bool) -> tuple[np.ndarray, Patches]:
         """The held-back scores (future padded with the last row) and then starts afresh.

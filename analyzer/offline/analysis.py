@@ -61,24 +61,30 @@ def measured_frames(source: FileSource, full_scale_db: float,
     yielded, as a sensor hands them over at a gap; the partial second it falls in is dropped,
     not padded). ``cnn_model_path`` runs another CNN in the sensor's place (evaluation).
     """
-    networks = SensorNetworks(source.sample_rate, cnn=cached_model(cnn_model_path))
-    builder = FrameBuilder("offline", source.sample_rate, full_scale_db, start_ns=0,
-                           networks=networks)  # fmt: skip
-    blocks = iter(source)
-    while True:
-        try:
-            block = next(blocks)
-        except StopIteration:
-            break
-        except AudioSampleError:  # the file's audio: hand over the seconds held, then fail
-            for frame in builder.skip(0):
-                yield _through_wire(frame, source)
-            raise
-        if block.samples is not None:
-            for frame in builder.push(block.samples):
-                yield _through_wire(frame, source)
-    for frame in builder.finish():
-        yield _through_wire(frame, source)
+    # YAMNet on a second thread while this one measures (issue 24: an hour in under 30 s);
+    # the frames are those of the single-threaded sensor (tests/test_offline_threads.py).
+    networks = SensorNetworks(source.sample_rate, cnn=cached_model(cnn_model_path),
+                              yamnet_thread=True)  # fmt: skip
+    try:
+        builder = FrameBuilder("offline", source.sample_rate, full_scale_db, start_ns=0,
+                               networks=networks)  # fmt: skip
+        blocks = iter(source)
+        while True:
+            try:
+                block = next(blocks)
+            except StopIteration:
+                break
+            except AudioSampleError:  # the file's audio: hand over the seconds held, then fail
+                for frame in builder.skip(0):
+                    yield _through_wire(frame, source)
+                raise
+            if block.samples is not None:
+                for frame in builder.push(block.samples):
+                    yield _through_wire(frame, source)
+        for frame in builder.finish():
+            yield _through_wire(frame, source)
+    finally:
+        networks.close()
 
 
 def _through_wire(frame: Frame, source: FileSource) -> Frame:
