@@ -438,6 +438,14 @@ def evaluate(scene: Scene, document: dict[str, Any]) -> dict[str, Any]:
                      "bridged": gap[1] - gap[0] >= rule_gap and free < rule_gap})  # fmt: skip
     found = {rule: any(f["rule"] == rule for f in document["findings"])
              for rule in ("continuous", "intermittent")}  # fmt: skip
+    # How near a false finding came: the longest run of bouts joined by bridged gaps, from
+    # the first one's start to the last one's end (a finding needs more than the rule's limit)
+    longest, run_start = 0.0, None
+    for k, bout in enumerate(scene.bouts):
+        run_start = bout[0] if run_start is None else run_start
+        longest = max(longest, bout[1] - run_start)
+        if k == len(gaps) or not gaps[k]["bridged"]:
+            run_start = None
     return {
         "scene": scene.name, "kind": scene.kind, "seed": scene.seed,
         "duration_s": round(scene.duration_s, 1), "bouts": len(scene.bouts),
@@ -451,6 +459,8 @@ def evaluate(scene: Scene, document: dict[str, Any]) -> dict[str, Any]:
         "false_events": len(false_events), "false_by_confuser": by_kind,
         "false_detail": false_events,
         "gaps": gaps, "gaps_bridged": sum(g["bridged"] for g in gaps),
+        "longest_bridged_s": round(longest, 1),
+        "bout_spans_s": [[round(a, 2), round(b, 2)] for a, b in scene.bouts],
     }
 
 
@@ -512,6 +522,7 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
             "gaps": sum(len(r["gaps"]) for r in mine),
             "gaps_with_false_events": sum(g["false_events"] > 0 for r in mine for g in r["gaps"]),
             "gaps_bridged": sum(r["gaps_bridged"] for r in mine),
+            "longest_bridged_s": max(r["longest_bridged_s"] for r in mine),
         }
     return out
 

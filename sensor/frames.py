@@ -266,12 +266,12 @@ class FrameBuilder:
     def _measure(self, raw: np.ndarray) -> list[Frame]:
         dc_offset = float(np.mean(raw))
         second = self.dc_blocker.process(raw)
-        self.networks.begin(second)  # YAMNet on a worker thread, if any, while we measure
+        mel_db = self.mel.process(second)
+        self.networks.begin(second, mel_db)  # on a worker thread, if any, while we measure
         levels, steps = self.meter.process_steps(second, self.hop)
         self.percentiles.add(steps.laf_db)
         laf10, laf50, laf90 = self.percentiles.exceedance_db()
         bands_db = self.bank.process(second)
-        mel_db = self.mel.process(second)
         scores, patches = self.networks.process(second, mel_db)
         self._scores = np.concatenate([self._scores, scores])
         self._patches.append(patches)

@@ -61,26 +61,26 @@ class Patches:
 class SensorNetworks:
     """Both networks over one capture stream; feed seconds in order.
 
-    ``yamnet_thread`` (offline analysis, where a file is measured as fast as it can be read):
-    YAMNet's share of a second (resampling, front end, network) runs on a worker thread from
-    :meth:`begin` while the caller measures the second and the CNN scores it; :meth:`process`
-    waits for it. The same calls on the same samples in the same order: the outputs are those
-    of the single-threaded path. The sensor itself keeps to one core (its budget, issue 24).
-    Call :meth:`close` when done.
+    ``worker_thread`` (offline analysis, where a file is measured as fast as it can be read):
+    both networks' share of a second (the CNN; resampling, YAMNet's front end and network) runs
+    on a worker thread from :meth:`begin` while the caller measures the second (levels,
+    bands); :meth:`process` waits for it. The same calls on the same samples in the same
+    order: the outputs are those of the single-threaded path. The sensor itself keeps to one
+    core (its budget, issue 24). Call :meth:`close` when done.
     """
 
     def __init__(self, sample_rate: int, cnn: DogModel | None = None,
                  yamnet: YamnetNetwork | None = None,
-                 yamnet_thread: bool = False) -> None:  # fmt: skip
+                 worker_thread: bool = False) -> None:  # fmt: skip
         self.cnn_model = cnn or cached_model("")
         self.yamnet = yamnet or cached_yamnet()
         self.versions = model_versions(self.cnn_model, self.yamnet)
         self.cnn = DogClassifier(self.cnn_model, smoothing_steps=1, min_band_level_db=CNN_GATE_DB)
         self.resampler = StreamResampler(sample_rate)
         self.front_end = YamnetFrontEnd()
-        self._worker = (ThreadPoolExecutor(1, thread_name_prefix="yamnet") if yamnet_thread
+        self._worker = (ThreadPoolExecutor(1, thread_name_prefix="networks") if worker_thread
                         else None)  # fmt: skip
-        self._begun: tuple[np.ndarray, Future[Patches]] | None = None
+        self._begun: tuple[np.ndarray, Future[tuple[np.ndarray, Patches]]] | None = None
         self.reset()
 
     def close(self) -> None:
@@ -100,27 +100,28 @@ class SensorNetworks:
         self.front_end.reset()
         self._samples_16k = 0
 
-    def begin(self, second: np.ndarray) -> None:
-        """Start YAMNet on ``second`` (the next :meth:`process` call's) on the worker thread;
-        without one, nothing: :meth:`process` does it all."""
+    def begin(self, second: np.ndarray, mel_db: np.ndarray) -> None:
+        """Start both networks on ``second`` and its mel rows (the next :meth:`process` call's)
+        on the worker thread; without one, nothing: :meth:`process` does it all."""
         if self._worker is not None:
-            audio = np.array(second, dtype=np.float64)  # the caller's array may change meanwhile
-            self._begun = (second, self._worker.submit(self._yamnet_second, audio))
+            # copies: the caller's arrays may change while the worker reads them
+            audio, rows = np.array(second, dtype=np.float64), np.array(mel_db)
+            self._begun = (second, self._worker.submit(self._both, audio, rows))
 
     def process(self, second: np.ndarray, mel_db: np.ndarray) -> tuple[np.ndarray, Patches]:
         """CNN scores that became final (one per step, in order) and the patches completed."""
-        rows = np.asarray(mel_db, dtype=np.float16).astype(np.float32)
-        scores = self.cnn.scores(rows).astype(np.float32)
         begun, self._begun = self._begun, None
         if begun is not None and begun[0] is second:
-            return scores, begun[1].result()
+            return begun[1].result()
         if begun is not None:  # begun on another second: a caller's mistake, never silent
             begun[1].result()
             raise RuntimeError("SensorNetworks.process: a second other than the one begun")
-        return scores, self._yamnet_second(second)
+        return self._both(second, mel_db)
 
-    def _yamnet_second(self, second: np.ndarray) -> Patches:
-        return self._patches(self.resampler.process(second))
+    def _both(self, second: np.ndarray, mel_db: np.ndarray) -> tuple[np.ndarray, Patches]:
+        rows = np.asarray(mel_db, dtype=np.float16).astype(np.float32)
+        scores = self.cnn.scores(rows).astype(np.float32)
+        return scores, self._patches(self.resampler.process(second))
 
     def flush(self, pad_patches: bool) -> tuple[np.ndarray, Patches]:
         """The held-back scores (future padded with the last row) and then starts afresh.

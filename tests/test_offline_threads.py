@@ -1,5 +1,6 @@
-"""Offline analysis runs YAMNet on a worker thread (issue 24: an hour of 48 kHz audio in under
-30 s); what it measures must be exactly what the single-threaded sensor measures.
+"""Offline analysis runs the CNN and YAMNet on a worker thread (issue 24: an hour of 48 kHz
+audio in under 30 s); what it measures must be exactly what the single-threaded sensor
+measures.
 
 Known answer: 30 s of the bundled demo recording with barks in it, upsampled to 48 kHz (the
 resampler to YAMNet's 16 kHz then works), measured both ways: the same frames byte for byte on
@@ -61,10 +62,10 @@ def test_the_analysis_of_a_clip_is_the_same_on_every_run(barks_48k: Path) -> Non
     assert analyze_file(barks_48k, full_scale_db=FULL_SCALE_DB) == first
 
 
-def test_yamnet_begun_on_one_second_and_asked_for_another_is_refused() -> None:
-    networks = SensorNetworks(48_000, yamnet_thread=True)
+def test_networks_begun_on_one_second_and_asked_for_another_are_refused() -> None:
+    networks = SensorNetworks(48_000, worker_thread=True)
     try:
-        networks.begin(np.zeros(48_000))
+        networks.begin(np.zeros(48_000), np.zeros((50, 64)))
         with pytest.raises(RuntimeError, match="other than the one begun"):
             networks.process(np.zeros(48_000), np.zeros((50, 64)))
     finally:

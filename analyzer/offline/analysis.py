@@ -61,10 +61,10 @@ def measured_frames(source: FileSource, full_scale_db: float,
     yielded, as a sensor hands them over at a gap; the partial second it falls in is dropped,
     not padded). ``cnn_model_path`` runs another CNN in the sensor's place (evaluation).
     """
-    # YAMNet on a second thread while this one measures (issue 24: an hour in under 30 s);
+    # The networks on a second thread while this one measures (issue 24: an hour in 30 s);
     # the frames are those of the single-threaded sensor (tests/test_offline_threads.py).
     networks = SensorNetworks(source.sample_rate, cnn=cached_model(cnn_model_path),
-                              yamnet_thread=True)  # fmt: skip
+                              worker_thread=True)  # fmt: skip
     try:
         builder = FrameBuilder("offline", source.sample_rate, full_scale_db, start_ns=0,
                                networks=networks)  # fmt: skip
