@@ -11,11 +11,15 @@ in a steady bed, seeded), written once as 16-bit FLAC at 48 kHz and cached under
 
 Reported (one JSON document): wall time, the child's CPU time (user + system, from
 ``resource.getrusage``), real-time factor (wall / audio), the load average before and after
-(the machine is shared), and with ``--profile`` a second, profiled run (cProfile, which slows
-Python-heavy code more than native code) split into stages by the cumulative time of the
-functions that do them: decode, meter (DC removal, levels, bands, percentiles), CNN (mel rows
-and the network), YAMNet (resampling, front end, network), wire round trip, analyzer pipeline
-(detector, events, audibility, rules) and the rest (start-up, imports, output).
+(the machine is shared). ``--threads`` adds a run that splits the CPU time between the networks'
+worker thread and the rest (main thread and start-up): on an idle machine with two cores the
+wall time is about the larger of the two. ``--profile`` adds a profiled run (cProfile, which
+slows Python-heavy code more than native code; cProfile sees one thread, so that run keeps
+the networks on the main thread: it measures each stage's work, not the overlap) split into
+stages by the cumulative time of the functions that do them: decode, meter (DC removal,
+levels, bands, percentiles), CNN (mel rows and the network), YAMNet (resampling, front end,
+network), wire round trip, analyzer pipeline (detector, events, audibility, rules) and the
+rest (start-up, imports, output).
 ``--output FILE`` keeps the analysis document (to diff two trees' output byte for byte).
 """
 
@@ -67,6 +71,44 @@ MEASURE = ("sensor/frames.py", "_measure")
 MEL_ROWS = ("sensor/features.py", "process")
 NETWORKS = [("sensor/scoring.py", "process"), ("sensor/scoring.py", "flush")]
 YAMNET = [("sensor/scoring.py", "_patches"), ("sensor/resample.py", "process")]
+# `barkwatch analyze ARGS` under cProfile with the networks on the main thread (cProfile
+# profiles one thread): argv[1] is the profile's path.
+PROFILED_ANALYZE = """
+import cProfile, sys
+import analyzer.offline.analysis as analysis
+from analyzer.cli import main
+
+class OneThread(analysis.SensorNetworks):
+    def __init__(self, *args, worker_thread=False, **kwargs):
+        super().__init__(*args, **kwargs)
+
+analysis.SensorNetworks = OneThread
+out, sys.argv = sys.argv[1], ["barkwatch", *sys.argv[2:]]
+cProfile.run("status = main()", out)
+"""
+# `barkwatch analyze ARGS` counting the CPU time the networks' worker thread spends on them:
+# prints {"worker_cpu_s": ...} on stderr's last line.
+THREAD_SPLIT = """
+import json, sys, time
+import sensor.scoring as scoring
+from analyzer.cli import main
+
+spent = [0.0]
+both = scoring.SensorNetworks._both
+
+def timed(self, second, mel_db):
+    start = time.thread_time()
+    try:
+        return both(self, second, mel_db)
+    finally:
+        spent[0] += time.thread_time() - start
+
+scoring.SensorNetworks._both = timed
+sys.argv = ["barkwatch", *sys.argv[1:]]
+status = main()
+print(json.dumps({"worker_cpu_s": spent[0]}), file=sys.stderr)
+sys.exit(status)
+"""
 
 
 def hour_scene(minutes: float, seed: int, material: Material) -> Scene:
@@ -95,8 +137,8 @@ def soundscape(minutes: float, seed: int, corpora: list[Path]) -> Path:
     return path
 
 
-def timed_run(command: list[str], output: Path) -> dict[str, float]:
-    """Run ``command`` with stdout to ``output``: wall time and its CPU time."""
+def timed_run(command: list[str], output: Path) -> dict[str, Any]:
+    """Run ``command`` with stdout to ``output``: wall time, its CPU time and its stderr."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     with output.open("w") as out:
@@ -106,7 +148,7 @@ def timed_run(command: list[str], output: Path) -> dict[str, float]:
     if run.returncode != 0:
         raise SystemExit(f"bench_analyze: {' '.join(command)} failed: {run.stderr}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall_s": wall, "cpu_s": cpu}
+    return {"wall_s": wall, "cpu_s": cpu, "stderr": run.stderr}
 
 
 def _cumulative(stats: pstats.Stats, wanted: tuple[str, str]) -> float:
@@ -150,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
                         "extra)")  # fmt: skip
     parser.add_argument("--profile", action="store_true",
                         help="also run once under cProfile and report the stages' shares")
+    parser.add_argument("--threads", action="store_true",
+                        help="also run once counting the networks' worker thread's CPU time")
     parser.add_argument("--output", type=Path, help="keep the analysis document here")
     parser.add_argument("--file", type=Path, help="time this file instead of the soundscape")
     args = parser.parse_args(argv)
@@ -182,10 +226,18 @@ def main(argv: list[str] | None = None) -> int:
             "events": len(document["events"]), "findings": len(document["findings"]),
             "frames_measured": document["frames_measured"],
         }  # fmt: skip
+        if args.threads:
+            split = timed_run([sys.executable, "-c", THREAD_SPLIT, *command[1:]],
+                              Path(tmp) / "split.json")  # fmt: skip
+            worker = json.loads(split["stderr"].strip().splitlines()[-1])["worker_cpu_s"]
+            result["threads"] = {
+                "wall_s": round(split["wall_s"], 2), "cpu_s": round(split["cpu_s"], 2),
+                "worker_cpu_s": round(worker, 2),
+                "main_and_start_up_cpu_s": round(split["cpu_s"] - worker, 2)}  # fmt: skip
         if args.profile:
             profile = Path(tmp) / "analyze.prof"
-            profiled = timed_run([sys.executable, "-m", "cProfile", "-o", str(profile),
-                                  *command], Path(tmp) / "profiled.json")  # fmt: skip
+            profiled = timed_run([sys.executable, "-c", PROFILED_ANALYZE, str(profile),
+                                  *command[1:]], Path(tmp) / "profiled.json")  # fmt: skip
             result["profiled_wall_s"] = round(profiled["wall_s"], 2)
             result["stages"] = stage_shares(profile)
     sys.stdout.write(json.dumps(result, indent=1) + "\n")
