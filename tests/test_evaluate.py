@@ -16,6 +16,7 @@ from analyzer.offline.evaluate import (
     average_precision,
     event_counts,
     false_alarms,
+    matched_references,
     read_annotations,
     recall_at_far,
     segment_counts,
@@ -38,6 +39,16 @@ def test_event_onsets_match_within_the_collar_once_each() -> None:
     assert (counts.tp, counts.fp, counts.fn) == (1, 2, 2)
     assert counts.summary()["precision"] == round(1 / 3, 4)
     assert counts.summary()["recall"] == round(1 / 3, 4)
+
+
+def test_the_nearest_onset_takes_a_reference_event_when_two_could() -> None:
+    # Both estimates lie within 0.25 s of reference 0 and of reference 1 (onsets 1.0 and 1.3);
+    # the nearest pair (1.3, 1.32) is matched first, then 1.0 with 1.1.
+    reference = [(1.0, 1.2), (1.3, 1.5), (4.0, 4.4)]
+    estimated = [(1.1, 1.2), (1.32, 1.6)]
+    assert matched_references(reference, estimated, collar_s=0.25) == {0, 1}
+    assert matched_references(reference, [(1.32, 1.6)], collar_s=0.25) == {1}
+    assert matched_references(reference, [], collar_s=0.25) == set()
 
 
 def test_false_alarms_are_estimates_overlapping_no_reference() -> None:

@@ -6,6 +6,7 @@ from analyzer.offline.analysis import FileAnalysis, Progress, analyze
 from analyzer.offline.evaluate import (
     average_precision,
     event_counts,
+    matched_references,
     read_annotations,
     recall_at_far,
     run_evaluate,
@@ -17,6 +18,7 @@ __all__ = [
     "analyze",
     "average_precision",
     "event_counts",
+    "matched_references",
     "read_annotations",
     "recall_at_far",
     "run_evaluate",

@@ -126,6 +126,14 @@ def segment_counts(
 
 def event_counts(reference: list[Span], estimated: list[Span], collar_s: float = 0.25) -> Counts:
     """Event-based counts of one file (onset collar only), nearest onsets matched first."""
+    tp = len(matched_references(reference, estimated, collar_s))
+    return Counts(tp, len(estimated) - tp, len(reference) - tp)
+
+
+def matched_references(reference: list[Span], estimated: list[Span], collar_s: float = 0.25
+                       ) -> set[int]:  # fmt: skip
+    """Indices of the reference events that an estimated event's onset matches within
+    ``collar_s``: each event matched at most once, the nearest onsets first."""
     pairs = sorted(
         (abs(e[0] - r[0]), i, j)
         for i, r in enumerate(reference)
@@ -138,8 +146,7 @@ def event_counts(reference: list[Span], estimated: list[Span], collar_s: float =
         if i not in used_ref and j not in used_est:
             used_ref.add(i)
             used_est.add(j)
-    tp = len(used_ref)
-    return Counts(tp, len(estimated) - tp, len(reference) - tp)
+    return used_ref
 
 
 def false_alarms(reference: list[Span], estimated: list[Span]) -> int:
