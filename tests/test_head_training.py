@@ -13,8 +13,9 @@ from training.head_data import (
     dog_step_labels,
     patch_labels,
     reference_spans,
+    soundscape,
 )
-from training.head_eval import choose_thresholds, spans_of
+from training.head_eval import choose_thresholds, event_own_snr, own_snr_band, spans_of
 
 
 def _separable_set(seed: int = 0, n: int = 400) -> StreamSet:
@@ -95,6 +96,26 @@ def test_a_loud_burst_in_a_dog_clip_is_labelled_dog_and_its_quiet_rest_unknown()
     dog = np.flatnonzero(labels == 1)
     assert dog.min() == 25 and set(range(25, 30)) <= set(dog) and dog.max() <= 31  # filter tail
     assert set(labels[:20]) == {-1}
+
+
+def test_a_barks_own_snr_in_a_steady_bed_is_the_soundscapes_band() -> None:
+    # One 1-s tone "bark" put at +5 dB over steady white noise: the power mean of its dog
+    # steps' own SNR is the band, since the bed's power is the same at every step.
+    rng = np.random.default_rng(3)
+    bark = np.zeros(2 * RATE)
+    bark[RATE // 2 : RATE + RATE // 2] = np.sin(2 * np.pi * 1000 * np.arange(RATE) / RATE)
+    bed = np.random.default_rng(4).normal(size=20 * RATE)
+    _, labels, own = soundscape(rng, [bark], [bed], (1.0, 1.0), (5.0, 5.0), is_dog=True)
+    (event,) = reference_spans(labels, 0.5, 0.1)
+    assert abs(event_own_snr(labels, own, event) - 5.0) < 0.5
+    assert np.all(np.isnan(own[labels == 0]))  # the bed alone has no own SNR
+
+
+def test_own_snr_bands_are_closed_below_and_open_above() -> None:
+    assert own_snr_band(-5.0) == "-5..+0 dB"
+    assert own_snr_band(4.99) == "+0..+5 dB"
+    assert own_snr_band(15.0) == ">=+15 dB"
+    assert own_snr_band(-7.0) == own_snr_band(float("nan")) == "<-5 dB"
 
 
 def test_the_tracker_turns_a_score_bump_into_one_event() -> None:

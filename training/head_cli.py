@@ -105,10 +105,15 @@ def run_head(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     clean = head_data.cached(corpora, "clean", head_data.build_clean_clips)
     scapes = head_data.cached(corpora, f"soundscapes-s{args.seed}",
                               head_data.build_soundscapes, args.seed)  # fmt: skip
+    snr_path = head_data.cache_path(corpora, f"own-snr-s{args.seed}")
+    if not snr_path.is_file():
+        log.info("making the dog soundscapes again for their steps' own SNR (%s)", snr_path)
+        head_data.build_own_snrs(head_data.read_corpora(corpora), snr_path, args.seed)
+    own_snr = head_data.own_snrs(snr_path, scapes)
     recipe = HeadRecipe(args.hidden, not args.no_class_scores, args.epochs, args.seed)
     folds = head_data.cache_path(corpora, f"heads-{name}-{recipe.name}-e{args.epochs}")
     report, fusion = evaluate(train, clean, scapes, recipe, folds.with_suffix(""),
-                              budget=args.false_alarm_budget)  # fmt: skip
+                              budget=args.false_alarm_budget, own_snr=own_snr)  # fmt: skip
     grouped, _ = evaluate(train, clean, None, recipe, folds.with_name(folds.stem + "-grouped"),
                           split="group")  # fmt: skip
     report["grouped_split"] = grouped["clips"]

@@ -378,14 +378,18 @@ def _bed(rng: np.random.Generator, beds: list[np.ndarray], n: int) -> np.ndarray
 
 def soundscape(rng: np.random.Generator, sounds: list[np.ndarray], beds: list[np.ndarray],
                gap_s: tuple[float, float], snr_db: tuple[float, float], is_dog: bool,
-               ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """Sounds placed one after another into a held-out background bed; samples and step labels
-    (dog clips: 1/-1/0 as in training; other sounds: 0)."""
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Sounds placed one after another into a held-out background bed; samples, step labels
+    (dog clips: 1/-1/0 as in training; other sounds: 0) and each step's own SNR (dB of the
+    placed dog sound over the bed under it, high-passed as the labels are; NaN where no dog
+    sound is). A soundscape's band fixes the SNR of a clip's prominent steps on average; single
+    barks stand above or below it, which the own SNR tells."""
     gaps = [int(rng.uniform(*gap_s) * RATE) for _ in sounds]
     n = sum(gaps) + sum(s.size for s in sounds) + int(gap_s[1] * RATE)
     bed = _bed(rng, beds, n)
     mix = bed.copy()
     labels = np.zeros(n // HOP, np.int8)
+    own_snr = np.full(n // HOP, np.nan, np.float32)
     at = 0
     for sound, gap in zip(sounds, gaps, strict=True):
         at += gap
@@ -401,8 +405,11 @@ def soundscape(rng: np.random.Generator, sounds: list[np.ndarray], beds: list[np
             first = at // HOP
             seg = labels[first : first + step_labels.size]
             labels[first : first + step_labels.size] = np.where(step_labels != 0, step_labels, seg)
+            snr = _power_db(_highpass(placed * gain)) - _power_db(_highpass(bed[span]))
+            m = min(snr.size, own_snr.size - first)
+            own_snr[first : first + m] = snr[:m]
         at += sound.size
-    return mix, labels
+    return mix, labels, own_snr
 
 
 def reference_spans(step_labels: np.ndarray, merge_gap_s: float, min_duration_s: float
@@ -419,13 +426,9 @@ def _at_most(rng: np.random.Generator, items: list[CorpusClip], n: int) -> list[
     return [items[i] for i in sorted(rng.choice(len(items), n, replace=False))]
 
 
-def build_soundscapes(clips: list[CorpusClip], path: Path, seed: int,
-                      part: tuple[int, int] = (0, 1)) -> None:  # fmt: skip
-    """Per source: a dog soundscape per SNR band (of at most SOUNDSCAPE_DOG_CLIPS of its dog
-    clips) and a confuser soundscape (at most SOUNDSCAPE_OTHER_CLIPS of its other clips), into
-    ``path``; ``part`` (k, n): only the soundscapes whose index is k modulo n."""
-    scorers = Scorers()
-    beds = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
+def _soundscape_plan(clips: list[CorpusClip], seed: int
+                     ) -> list[tuple[str, float | None, list[CorpusClip], list[int]]]:  # fmt: skip
+    """Per source: (source, SNR band or None for its confusers, clips, the stream's seed)."""
     plan: list[tuple[str, float | None, list[CorpusClip], list[int]]] = []
     for k, source in enumerate(sorted({c.source_key for c in clips})):
         rng = np.random.default_rng([seed, k])
@@ -435,22 +438,79 @@ def build_soundscapes(clips: list[CorpusClip], path: Path, seed: int,
         plan += [(source, snr, dogs, [seed, k, i]) for i, snr in enumerate(SOUNDSCAPE_SNRS_DB)
                  if dogs]  # fmt: skip
         plan += [(source, None, others, [seed, k, 99])] if others else []
-    plan = plan[part[0] :: part[1]]
+    return plan
+
+
+def _planned_soundscape(
+    beds: list[np.ndarray], items: list[CorpusClip], snr: float | None, stream_seed: list[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One soundscape of :func:`_soundscape_plan`: samples, step labels, steps' own SNR."""
+    rng = np.random.default_rng(stream_seed)
+    sounds = [load_audio(c.clip.path) for c in items]
+    is_dog = snr is not None
+    level = (snr, snr) if snr is not None else (0.0, 20.0)
+    gaps = (3.0, 8.0) if is_dog else (1.0, 4.0)
+    return soundscape(rng, sounds, beds, gaps, level, is_dog)
+
+
+def build_soundscapes(clips: list[CorpusClip], path: Path, seed: int,
+                      part: tuple[int, int] = (0, 1)) -> None:  # fmt: skip
+    """Per source: a dog soundscape per SNR band (of at most SOUNDSCAPE_DOG_CLIPS of its dog
+    clips) and a confuser soundscape (at most SOUNDSCAPE_OTHER_CLIPS of its other clips), into
+    ``path``; ``part`` (k, n): only the soundscapes whose index is k modulo n."""
+    scorers = Scorers()
+    beds = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
+    plan = _soundscape_plan(clips, seed)[part[0] :: part[1]]
     collector = _Collector()
     started = time.monotonic()
     for k, (source, snr, items, stream_seed) in enumerate(plan, 1):
-        rng = np.random.default_rng(stream_seed)
-        sounds = [load_audio(c.clip.path) for c in items]
-        is_dog = snr is not None
-        level = (snr, snr) if snr is not None else (0.0, 20.0)
-        gaps = (3.0, 8.0) if is_dog else (1.0, 4.0)
-        audio, labels = soundscape(rng, sounds, beds, gaps, level, is_dog)
+        audio, labels, _ = _planned_soundscape(beds, items, snr, stream_seed)
         collector.add(scorers, audio, labels, {
-            "source": source, "kind": "dog" if is_dog else "confusers", "snr_db": snr,
+            "source": source, "kind": "dog" if snr is not None else "confusers", "snr_db": snr,
             "clips": len(items), "duration_s": audio.size / RATE})  # fmt: skip
         log.info("soundscape %d/%d (%s, %s dB, %.0f s) done, %.0f s", k, len(plan), source, snr,
                  audio.size / RATE, time.monotonic() - started)  # fmt: skip
     collector.save(path, {"seed": seed, "snrs_db": SOUNDSCAPE_SNRS_DB})
+
+
+def build_own_snrs(clips: list[CorpusClip], path: Path, seed: int) -> None:
+    """The dog soundscapes of :func:`build_soundscapes` made again, without the networks (a
+    minute, not an hour): each step's own SNR and its label, to check they are the same
+    soundscapes. Kept as ``own_snr_db`` and ``step_labels`` with ``keys`` (source, band)."""
+    beds = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
+    keys, snrs, labels = [], [], []
+    for source, snr, items, stream_seed in _soundscape_plan(clips, seed):
+        if snr is None:
+            continue
+        _, step_labels, own = _planned_soundscape(beds, items, snr, stream_seed)
+        keys.append(f"{source}@{snr:+.0f}")
+        snrs.append(own)
+        labels.append(step_labels)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, keys=np.array(keys), own_snr_db=np.concatenate(snrs),
+             step_labels=np.concatenate(labels),
+             step_offsets=np.cumsum([0] + [a.size for a in snrs]))  # fmt: skip
+
+
+def own_snrs(path: Path, scapes: StreamSet) -> dict[int, np.ndarray]:
+    """Per dog soundscape of ``scapes`` (by index), its steps' own SNR from ``path``
+    (:func:`build_own_snrs`); raises ValueError when the labels differ (not the same
+    soundscapes: the corpus or the recipe changed)."""
+    with np.load(path, allow_pickle=False) as data:
+        keys = [str(k) for k in data["keys"]]
+        offsets, snr, labels = data["step_offsets"], data["own_snr_db"], data["step_labels"]
+    out = {}
+    for i, meta in enumerate(scapes.meta):
+        if meta["kind"] != "dog":
+            continue
+        k = keys.index(f"{meta['source']}@{meta['snr_db']:+.0f}")
+        s0, s1 = int(scapes.step_offsets[i]), int(scapes.step_offsets[i + 1])
+        own, own_labels = snr[offsets[k] : offsets[k + 1]], labels[offsets[k] : offsets[k + 1]]
+        n = min(s1 - s0, own.size)
+        if not np.array_equal(own_labels[:n], scapes.step_labels[s0 : s0 + n]):
+            raise ValueError(f"{path}: soundscape {keys[k]} has other labels than the cache's")
+        out[i] = np.r_[own[:n], np.full(s1 - s0 - n, np.nan, np.float32)]
+    return out
 
 
 def merge(parts: list[StreamSet], path: Path) -> None:
