@@ -1,6 +1,6 @@
-"""Offline analysis runs the CNN and YAMNet on a worker thread (issue 24: an hour of 48 kHz
-audio in under 30 s); what it measures must be exactly what the single-threaded sensor
-measures.
+"""Offline analysis measures on a thread of its own and runs the CNN and YAMNet on another
+(issue 24: an hour of 48 kHz audio in under 30 s); what it measures must be exactly what the
+single-threaded sensor measures.
 
 Known answer: 30 s of the bundled demo recording with barks in it, upsampled to 48 kHz (the
 resampler to YAMNet's 16 kHz then works), measured both ways: the same frames byte for byte on
@@ -9,6 +9,7 @@ the wire, so the same events, levels and findings.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -70,3 +71,11 @@ def test_networks_begun_on_one_second_and_asked_for_another_are_refused() -> Non
             networks.process(np.zeros(48_000), np.zeros((50, 64)))
     finally:
         networks.close()
+
+
+def test_a_caller_that_stops_early_stops_the_measuring_thread(barks_48k: Path) -> None:
+    frames = measured_frames(FileSource(barks_48k), FULL_SCALE_DB)
+    next(frames)
+    frames.close()
+    assert not [t.name for t in threading.enumerate()
+                if t.name == "measure" or t.name.startswith("networks")]  # fmt: skip
