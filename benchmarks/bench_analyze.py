@@ -11,11 +11,13 @@ in a steady bed, seeded), written once as 16-bit FLAC at 48 kHz and cached under
 
 Reported (one JSON document): wall time, the child's CPU time (user + system, from
 ``resource.getrusage``), real-time factor (wall / audio), the load average before and after
-(the machine is shared). ``--threads`` adds a run that splits the CPU time between the networks'
-worker thread and the rest (main thread and start-up): on an idle machine with two cores the
-wall time is about the larger of the two. ``--profile`` adds a profiled run (cProfile, which
-slows Python-heavy code more than native code; cProfile sees one thread, so that run keeps
-the networks on the main thread: it measures each stage's work, not the overlap) split into
+(the machine is shared). ``--threads`` adds a run that splits the CPU time between the three
+threads of the analysis (measuring, the networks, the caller's with start-up): on an idle
+machine with two cores the wall time can approach the larger of the per-thread times only as
+far as the GIL lets them overlap. ``--profile`` adds a profiled run (cProfile, which
+slows Python-heavy code more than native code; cProfile sees one thread, so that run does
+everything on the main thread, as the sensor does: it measures each stage's work, not the
+overlap) split into
 stages by the cumulative time of the functions that do them: decode, meter (DC removal,
 levels, bands, percentiles), CNN (mel rows and the network), YAMNet (resampling, front end,
 network), wire round trip, analyzer pipeline (detector, events, audibility, rules) and the
@@ -71,42 +73,68 @@ MEASURE = ("sensor/frames.py", "_measure")
 MEL_ROWS = ("sensor/features.py", "process")
 NETWORKS = [("sensor/scoring.py", "process"), ("sensor/scoring.py", "flush")]
 YAMNET = [("sensor/scoring.py", "_patches"), ("sensor/resample.py", "process")]
-# `barkwatch analyze ARGS` under cProfile with the networks on the main thread (cProfile
-# profiles one thread): argv[1] is the profile's path.
+# `barkwatch analyze ARGS` under cProfile, everything on the main thread (cProfile profiles
+# one thread): the sensor's loop of analyzer.offline's measured_frames without its threads.
+# argv[1] is the profile's path.
 PROFILED_ANALYZE = """
 import cProfile, sys
 import analyzer.offline.analysis as analysis
 from analyzer.cli import main
+from sensor.capture import AudioSampleError
 
-class OneThread(analysis.SensorNetworks):
-    def __init__(self, *args, worker_thread=False, **kwargs):
-        super().__init__(*args, **kwargs)
+def one_thread(source, full_scale_db, cnn_model_path=""):
+    networks = analysis.SensorNetworks(source.sample_rate,
+                                       cnn=analysis.cached_model(cnn_model_path))
+    builder = analysis.FrameBuilder("offline", source.sample_rate, full_scale_db, start_ns=0,
+                                    networks=networks)
+    blocks = iter(source)
+    while True:
+        try:
+            block = next(blocks)
+        except StopIteration:
+            break
+        except AudioSampleError:
+            for frame in builder.skip(0):
+                yield analysis._through_wire(frame, source)
+            raise
+        for frame in builder.push(block.samples):
+            yield analysis._through_wire(frame, source)
+    for frame in builder.finish():
+        yield analysis._through_wire(frame, source)
 
-analysis.SensorNetworks = OneThread
+analysis.measured_frames = one_thread
 out, sys.argv = sys.argv[1], ["barkwatch", *sys.argv[2:]]
 cProfile.run("status = main()", out)
 """
-# `barkwatch analyze ARGS` counting the CPU time the networks' worker thread spends on them:
-# prints {"worker_cpu_s": ...} on stderr's last line.
+# `barkwatch analyze ARGS` counting the CPU time of the networks' worker thread and of the
+# measuring thread: prints {"worker_cpu_s": ..., "measuring_cpu_s": ...} as stderr's last line.
 THREAD_SPLIT = """
 import json, sys, time
+import analyzer.offline.analysis as analysis
 import sensor.scoring as scoring
 from analyzer.cli import main
 
-spent = [0.0]
-both = scoring.SensorNetworks._both
+spent = {"worker_cpu_s": 0.0, "measuring_cpu_s": 0.0}
+both, measure_into = scoring.SensorNetworks._both, analysis._measure_into
 
-def timed(self, second, mel_db):
+def timed_both(self, second, mel_db):
     start = time.thread_time()
     try:
         return both(self, second, mel_db)
     finally:
-        spent[0] += time.thread_time() - start
+        spent["worker_cpu_s"] += time.thread_time() - start
 
-scoring.SensorNetworks._both = timed
+def timed_measure_into(*args):
+    try:
+        measure_into(*args)
+    finally:
+        spent["measuring_cpu_s"] += time.thread_time()  # the thread's whole CPU time
+
+scoring.SensorNetworks._both = timed_both
+analysis._measure_into = timed_measure_into
 sys.argv = ["barkwatch", *sys.argv[1:]]
 status = main()
-print(json.dumps({"worker_cpu_s": spent[0]}), file=sys.stderr)
+print(json.dumps(spent), file=sys.stderr)
 sys.exit(status)
 """
 
@@ -229,11 +257,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads:
             split = timed_run([sys.executable, "-c", THREAD_SPLIT, *command[1:]],
                               Path(tmp) / "split.json")  # fmt: skip
-            worker = json.loads(split["stderr"].strip().splitlines()[-1])["worker_cpu_s"]
+            spent = json.loads(split["stderr"].strip().splitlines()[-1])
             result["threads"] = {
                 "wall_s": round(split["wall_s"], 2), "cpu_s": round(split["cpu_s"], 2),
-                "worker_cpu_s": round(worker, 2),
-                "main_and_start_up_cpu_s": round(split["cpu_s"] - worker, 2)}  # fmt: skip
+                "networks_thread_cpu_s": round(spent["worker_cpu_s"], 2),
+                "measuring_thread_cpu_s": round(spent["measuring_cpu_s"], 2),
+                "caller_and_start_up_cpu_s": round(
+                    split["cpu_s"] - spent["worker_cpu_s"] - spent["measuring_cpu_s"], 2)}
         if args.profile:
             profile = Path(tmp) / "analyze.prof"
             profiled = timed_run([sys.executable, "-c", PROFILED_ANALYZE, str(profile),
