@@ -185,17 +185,22 @@ class FrameBuilder:
     def push(self, samples: np.ndarray) -> list[Frame]:
         """Add mono samples in [-1, 1]; return the frames they complete."""
         block = np.asarray(samples, dtype=np.float64).reshape(-1)
-        frames: list[Frame] = []
+        seconds = []
         while block.size:
             need = self.sample_rate - self._pending_len
             take, block = block[:need], block[need:]
             self._pending.append(take)
             self._pending_len += take.size
             if self._pending_len == self.sample_rate:
-                second = np.concatenate(self._pending)
+                seconds.append(np.concatenate(self._pending))
                 self._pending, self._pending_len = [], 0
-                frames.extend(self._measure(second))
-                self._frame_start_sample += self.sample_rate
+        # DC removal, mel rows and the networks' start for every whole second first: with a
+        # worker thread (offline analysis) the networks run through them while they are measured
+        started = [self._start(raw) for raw in seconds]
+        frames: list[Frame] = []
+        for raw, (second, mel_db) in zip(seconds, started, strict=True):
+            frames.extend(self._measure(raw, second, mel_db))
+            self._frame_start_sample += self.sample_rate
         return frames
 
     def finish(self) -> list[Frame]:
@@ -263,11 +268,15 @@ class FrameBuilder:
             class_scores=class_scores,
         )
 
-    def _measure(self, raw: np.ndarray) -> list[Frame]:
-        dc_offset = float(np.mean(raw))
+    def _start(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """DC removal and mel rows of a second, and the networks started on them."""
         second = self.dc_blocker.process(raw)
         mel_db = self.mel.process(second)
         self.networks.begin(second, mel_db)  # on a worker thread, if any, while we measure
+        return second, mel_db
+
+    def _measure(self, raw: np.ndarray, second: np.ndarray, mel_db: np.ndarray) -> list[Frame]:
+        dc_offset = float(np.mean(raw))
         levels, steps = self.meter.process_steps(second, self.hop)
         self.percentiles.add(steps.laf_db)
         laf10, laf50, laf90 = self.percentiles.exceedance_db()

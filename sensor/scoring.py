@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,7 +81,8 @@ class SensorNetworks:
         self.front_end = YamnetFrontEnd()
         self._worker = (ThreadPoolExecutor(1, thread_name_prefix="networks") if worker_thread
                         else None)  # fmt: skip
-        self._begun: tuple[np.ndarray, Future[tuple[np.ndarray, Patches]]] | None = None
+        # seconds begun, in order: (the caller's array, the worker's answer)
+        self._begun: deque[tuple[np.ndarray, Future[tuple[np.ndarray, Patches]]]] = deque()
         self.reset()
 
     def close(self) -> None:
@@ -101,22 +103,23 @@ class SensorNetworks:
         self._samples_16k = 0
 
     def begin(self, second: np.ndarray, mel_db: np.ndarray) -> None:
-        """Start both networks on ``second`` and its mel rows (the next :meth:`process` call's)
-        on the worker thread; without one, nothing: :meth:`process` does it all."""
+        """Start both networks on ``second`` and its mel rows on the worker thread; several
+        seconds may be begun before :meth:`process` collects them, in the same order. Without
+        a worker, nothing: :meth:`process` does it all."""
         if self._worker is not None:
             # copies: the caller's arrays may change while the worker reads them
             audio, rows = np.array(second, dtype=np.float64), np.array(mel_db)
-            self._begun = (second, self._worker.submit(self._both, audio, rows))
+            self._begun.append((second, self._worker.submit(self._both, audio, rows)))
 
     def process(self, second: np.ndarray, mel_db: np.ndarray) -> tuple[np.ndarray, Patches]:
         """CNN scores that became final (one per step, in order) and the patches completed."""
-        begun, self._begun = self._begun, None
-        if begun is not None and begun[0] is second:
-            return begun[1].result()
-        if begun is not None:  # begun on another second: a caller's mistake, never silent
-            begun[1].result()
+        if not self._begun:
+            return self._both(second, mel_db)
+        begun, answer = self._begun.popleft()
+        if begun is not second:  # not the next second begun: a caller's mistake, never silent
+            answer.result()
             raise RuntimeError("SensorNetworks.process: a second other than the one begun")
-        return self._both(second, mel_db)
+        return answer.result()
 
     def _both(self, second: np.ndarray, mel_db: np.ndarray) -> tuple[np.ndarray, Patches]:
         rows = np.asarray(mel_db, dtype=np.float16).astype(np.float32)

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
+
 from analyzer import __version__
 from analyzer.acoustics import (
     AudibilityAssessor,
@@ -85,6 +87,9 @@ def measured_frames(source: FileSource, full_scale_db: float,
 
 
 FRAMES_AHEAD = 32  # frames measured ahead of the pipeline (about 10 KB each)
+# seconds given to the frame builder at once: it starts the networks on all of them before
+# measuring them, so the networks' thread runs through them without waiting
+CHUNK_BLOCKS = 8
 
 
 def _measure_into(source: FileSource, full_scale_db: float, cnn_model_path: str,
@@ -109,6 +114,13 @@ def _measure_into(source: FileSource, full_scale_db: float, cnn_model_path: str,
                                   worker_thread=True)  # fmt: skip
         builder = FrameBuilder("offline", source.sample_rate, full_scale_db, start_ns=0,
                                networks=networks)  # fmt: skip
+        pending: list[np.ndarray] = []  # blocks read, pushed CHUNK_BLOCKS at a time
+
+        def push_pending() -> bool:
+            frames = builder.push(np.concatenate(pending)) if pending else []
+            pending.clear()
+            return all(put(frame) for frame in frames)
+
         blocks = iter(source)
         while True:
             try:
@@ -116,12 +128,14 @@ def _measure_into(source: FileSource, full_scale_db: float, cnn_model_path: str,
             except StopIteration:
                 break
             except AudioSampleError as exc:  # the file's audio: hand over the seconds held
-                if all(put(frame) for frame in builder.skip(0)):
+                if push_pending() and all(put(frame) for frame in builder.skip(0)):
                     put(exc)
                 return
-            if block.samples is not None and not all(put(f) for f in builder.push(block.samples)):
-                return
-        if all(put(frame) for frame in builder.finish()):
+            if block.samples is not None:
+                pending.append(block.samples)
+                if len(pending) == CHUNK_BLOCKS and not push_pending():
+                    return
+        if push_pending() and all(put(frame) for frame in builder.finish()):
             put(None)
     except BaseException as exc:  # noqa: BLE001 - any failure is the caller's to raise
         put(exc)
