@@ -103,3 +103,39 @@ def test_a_file_that_is_not_a_head_is_refused(tmp_path: Path) -> None:
     path.write_bytes(b"not a zip")
     with pytest.raises(ClassifierError, match="not a dog head file"):
         DogHead.load(path)
+
+
+def _constant_head(logit_value: float, yamnet_veto: float | None) -> DogHead:
+    """A trained head whose score is sigmoid(logit_value) on every patch."""
+    n_features = 1024 + 521
+    return DogHead(
+        version="constant",
+        layers=((np.zeros((n_features, 1), np.float32), np.array([logit_value], np.float32)),),
+        feature_mean=np.zeros(n_features, np.float32),
+        feature_scale=np.ones(n_features, np.float32),
+        yamnet_veto=yamnet_veto,
+    )
+
+
+def test_yamnet_veto_caps_a_head_where_yamnet_hears_no_dog() -> None:
+    # The head says 0.999 everywhere. Patch 0: YAMNet's best dog class 0.01, so the cap is
+    # sigmoid(logit(0.01) + 4.5) = 0.476; patch 1: Bark 0.99, cap 0.99989, above the head.
+    scores = _class_scores(2, "Bark", 0.01)
+    scores[1, load_class_names().index("Bark")] = 0.99
+    emb = np.zeros((2, 1024), np.float32)
+    capped = _constant_head(6.9, yamnet_veto=4.5).patch_scores(emb, scores)
+    plain = _constant_head(6.9, yamnet_veto=None).patch_scores(emb, scores)
+    expected_cap = 1 / (1 + np.exp(-(np.log(0.01 / 0.99) + 4.5)))
+    np.testing.assert_allclose(capped, [expected_cap, plain[1]], rtol=1e-5)
+    np.testing.assert_allclose(plain, [0.999, 0.999], atol=1e-4)
+
+
+def test_yamnet_veto_survives_the_file_and_is_refused_on_an_untrained_head(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "veto.npz"
+    _constant_head(2.0, yamnet_veto=3.0).save(path)
+    assert DogHead.load(path).yamnet_veto == 3.0
+    arrays = DogHead().to_arrays() | {"yamnet_veto": np.array(3.0)}
+    with pytest.raises(ClassifierError, match="yamnet_veto"):
+        DogHead.from_arrays(arrays)

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from analyzer.offline import average_precision
 from training.head import HeadRecipe, fit_fusion, fit_head
+from training.head_cli import head_version
 from training.head_data import (
     RATE,
     StreamSet,
@@ -131,3 +134,11 @@ def test_thresholds_are_chosen_for_f1_within_the_false_alarm_goal() -> None:
         {"on": 0.99, "off": 0.9, "f1_+0dB": 0.6, "false_alarms_per_hour": 0.0},
     ]
     assert choose_thresholds(rows, budget=1.0)["on"] == 0.9
+
+
+def test_a_yamnet_veto_gives_the_head_another_version() -> None:
+    data = _separable_set()
+    head = fit_head(data, np.arange(400), HeadRecipe(epochs=1), "t")
+    with_veto = dataclasses.replace(head, yamnet_veto=4.5)
+    assert head_version(head) != head_version(with_veto)
+    assert head_version(with_veto) == head_version(dataclasses.replace(head, yamnet_veto=4.5))

@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import numpy as np
 from analyzer.detect.head import DEFAULT_HEAD_PATH, DogHead
 from training import head_data
 from training.head import HeadRecipe, fit_head
-from training.head_eval import evaluate
+from training.head_eval import YAMNET_VETO, evaluate
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,10 @@ def add_head_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument("--fusion", choices=("min", "max", "logistic"), default="min",
                         help="how the head's score joins the CNN's: min (an event needs both), "
                         "max, or a logistic fit (default %(default)s)")  # fmt: skip
+    parser.add_argument("--yamnet-veto", type=float, default=None, metavar="B",
+                        help="cap the head's patch scores at sigmoid(logit(untouched YAMNet's "
+                        "dog score) + B), so that YAMNet's no stands (with --fusion min); "
+                        "without it the veto is evaluated at B = 4.5 but not shipped")  # fmt: skip
     parser.add_argument("--false-alarm-budget", type=float, default=5.0, metavar="PER_HOUR",
                         help="event thresholds: the best F1 with at most this many false alarms "
                         "per hour on the confuser soundscapes (default %(default)s)")  # fmt: skip
@@ -79,13 +84,15 @@ def add_head_parser(commands: Any) -> argparse.ArgumentParser:
 
 
 def head_version(head: DogHead) -> str:
-    """``dog-head-<major>-<digest of the weights and fusion>``."""
+    """``dog-head-<major>-<digest of the weights, fusion and YAMNet veto>``."""
     digest = hashlib.sha256()
     for w, b in head.layers:
         digest.update(w.tobytes())
         digest.update(b.tobytes())
     if head.fusion is not None:
         digest.update(np.asarray(head.fusion, np.float64).tobytes())
+    if head.yamnet_veto is not None:  # changes every score: a head with a veto is another head
+        digest.update(np.float64(head.yamnet_veto).tobytes())
     return f"dog-head-{HEAD_MAJOR}-{digest.hexdigest()[:8]}"
 
 
@@ -95,6 +102,9 @@ def run_head(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             parser.error(f"--corpus {folder}: no manifest.csv there")
     if args.hidden < 0 or args.epochs < 1:
         parser.error("--hidden must be 0 or more and --epochs at least 1")
+    veto = args.yamnet_veto
+    if veto is not None and (args.fusion != "min" or not math.isfinite(veto)):
+        parser.error("--yamnet-veto needs --fusion min and a finite number")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("sensor").setLevel(logging.ERROR)  # 16 kHz corpus: a known warning
     started = time.monotonic()
@@ -113,15 +123,20 @@ def run_head(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     recipe = HeadRecipe(args.hidden, not args.no_class_scores, args.epochs, args.seed)
     folds = head_data.cache_path(corpora, f"heads-{name}-{recipe.name}-e{args.epochs}")
     report, fusion = evaluate(train, clean, scapes, recipe, folds.with_suffix(""),
-                              budget=args.false_alarm_budget, own_snr=own_snr)  # fmt: skip
+                              budget=args.false_alarm_budget, own_snr=own_snr,
+                              veto=YAMNET_VETO if args.yamnet_veto is None else args.yamnet_veto,
+                              )  # fmt: skip
     grouped, _ = evaluate(train, clean, None, recipe, folds.with_name(folds.stem + "-grouped"),
                           split="group")  # fmt: skip
     report["grouped_split"] = grouped["clips"]
     detector = {"min": "fused_min", "max": "fused_max", "logistic": "fused_learned"}[args.fusion]
+    if args.yamnet_veto is not None:
+        detector = "fused_min_veto"
     chosen = report["soundscapes"][detector]["chosen"]
     fitted = fit_head(train, np.arange(len(train.patch_labels)), recipe, "unnamed")
     head = dataclasses.replace(
         fitted, fusion=fusion if args.fusion == "logistic" else None, fusion_kind=args.fusion,
+        yamnet_veto=args.yamnet_veto,
         on_threshold=chosen["on"], off_threshold=chosen["off"],
     )  # fmt: skip
     head = dataclasses.replace(head, version=head_version(head))
@@ -135,7 +150,8 @@ def run_head(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             f"--corpus {c}" for c in corpora) + f" --hidden {args.hidden} --fusion "
             f"{args.fusion} --seed {args.seed} --epochs {args.epochs} "
             f"--false-alarm-budget {args.false_alarm_budget}"
-            + (" --no-class-scores" if args.no_class_scores else ""),
+            + (" --no-class-scores" if args.no_class_scores else "")
+            + (f" --yamnet-veto {args.yamnet_veto}" if args.yamnet_veto is not None else ""),
         "seconds": round(time.monotonic() - started),
     }  # fmt: skip
     metrics = args.out.with_suffix(".metrics.json")

@@ -29,7 +29,7 @@ import numpy as np
 
 from analyzer.config import DetectorSettings
 from analyzer.detect import DogHead, EventTracker
-from analyzer.detect.head import step_head_scores
+from analyzer.detect.head import capped_by_yamnet, step_head_scores
 from analyzer.offline import average_precision, event_counts, matched_references, recall_at_far
 from analyzer.offline.evaluate import segment_counts
 from training.corpus import unit_hash
@@ -38,7 +38,10 @@ from training.head_data import SOUNDSCAPE_SNRS_DB, STEP_S, StreamSet, reference_
 
 log = logging.getLogger(__name__)
 
-DETECTORS = ("cnn", "yamnet", "head", "fused_max", "fused_min", "fused_learned")
+DETECTORS = ("cnn", "yamnet", "head", "fused_max", "fused_min", "fused_learned", "fused_min_veto")
+# fused_min_veto: the head's patch scores capped at sigmoid(logit(untouched YAMNet) + this)
+# (DogHead.yamnet_veto), then fused by minimum; chosen among 3, 4.5 and 6 on the soundscapes.
+YAMNET_VETO = 4.5
 FALSE_ALARM_RATES = (0.01, 0.02, 0.05)
 # (on, off) pairs of the event tracker's hysteresis swept for every detector.
 THRESHOLDS = ((0.3, 0.15), (0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7), (0.95, 0.75),
@@ -116,8 +119,8 @@ def _untouched() -> DogHead:
     return DogHead()
 
 
-def detector_steps(data: StreamSet, stream: int, head_patches: np.ndarray,
-                   fusion: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
+def detector_steps(data: StreamSet, stream: int, head_patches: np.ndarray, fusion: np.ndarray,
+                   veto: float = YAMNET_VETO) -> dict[str, np.ndarray]:  # fmt: skip
     """Every detector's score per 20-ms step of one stream."""
     p0, p1 = int(data.patch_offsets[stream]), int(data.patch_offsets[stream + 1])
     s0, s1 = int(data.step_offsets[stream]), int(data.step_offsets[stream + 1])
@@ -135,6 +138,9 @@ def detector_steps(data: StreamSet, stream: int, head_patches: np.ndarray,
         "fused_learned": dataclasses.replace(untouched, fusion=fusion, fusion_kind="logistic").fuse(
             cnn, head
         ),  # fmt: skip
+        # as DogHead.patch_scores caps a head that carries a yamnet_veto
+        "fused_min_veto": np.minimum(cnn, step_head_scores(
+            starts, capped_by_yamnet(head_patches, yamnet, veto), s1 - s0)),
     }
 
 
@@ -150,13 +156,13 @@ def clip_figures(labels: np.ndarray, scores: np.ndarray) -> dict[str, Any]:
     return out
 
 
-def clip_report(clean: StreamSet, scores: dict[int, np.ndarray], fusion: np.ndarray
-                ) -> dict[str, Any]:  # fmt: skip
+def clip_report(clean: StreamSet, scores: dict[int, np.ndarray], fusion: np.ndarray,
+                veto: float = YAMNET_VETO) -> dict[str, Any]:  # fmt: skip
     """Pooled out-of-source clip figures per detector, and per corpus."""
     labels = np.array([m["is_dog"] for m in clean.meta])
     per_detector: dict[str, list[float]] = {d: [] for d in DETECTORS}
     for i in range(len(clean.meta)):
-        for name, steps in detector_steps(clean, i, scores[i], fusion).items():
+        for name, steps in detector_steps(clean, i, scores[i], fusion, veto).items():
             per_detector[name].append(float(steps.max(initial=0.0)))
     corpora = np.array([m["source"].split("/")[0] for m in clean.meta])
     report: dict[str, Any] = {}
@@ -188,7 +194,8 @@ def _f1(tp: int, fp: int, fn: int) -> float:
 
 
 def soundscape_report(scapes: StreamSet, scores: dict[int, np.ndarray], fusion: np.ndarray,
-                      budget: float = FALSE_ALARM_BUDGET_PER_HOUR) -> dict[str, Any]:  # fmt: skip
+                      budget: float = FALSE_ALARM_BUDGET_PER_HOUR, veto: float = YAMNET_VETO,
+                      ) -> dict[str, Any]:  # fmt: skip
     """Per detector and threshold pair: event F1 (onsets within 0.25 s) and 1-s segment F1 per
     SNR band, and false alarms per hour; the pair chosen within ``budget``."""
     settings = DetectorSettings()
@@ -196,7 +203,7 @@ def soundscape_report(scapes: StreamSet, scores: dict[int, np.ndarray], fusion: 
     false_alarms: dict[tuple[str, int], int] = {}
     confuser_s = 0.0
     for i, meta in enumerate(scapes.meta):
-        steps = detector_steps(scapes, i, scores[i], fusion)
+        steps = detector_steps(scapes, i, scores[i], fusion, veto)
         s0, s1 = int(scapes.step_offsets[i]), int(scapes.step_offsets[i + 1])
         reference = reference_spans(scapes.step_labels[s0:s1], settings.merge_gap_s,
                                     settings.min_duration_s)  # fmt: skip
@@ -252,6 +259,7 @@ def event_own_snr(step_labels: np.ndarray, own_snr: np.ndarray, span: tuple[floa
 
 def recall_by_own_snr(scapes: StreamSet, scores: dict[int, np.ndarray], fusion: np.ndarray,
                       own_snr: dict[int, np.ndarray], chosen: dict[str, tuple[float, float]],
+                      veto: float = YAMNET_VETO,
                       ) -> dict[str, dict[str, dict[str, float]]]:  # fmt: skip
     """Per detector at its chosen (on, off): event recall (onsets within 0.25 s) per band of
     the reference events' own SNR, pooled over the dog soundscapes. A soundscape's band is the
@@ -263,7 +271,7 @@ def recall_by_own_snr(scapes: StreamSet, scores: dict[int, np.ndarray], fusion: 
         labels = scapes.step_labels[s0:s1]
         reference = reference_spans(labels, settings.merge_gap_s, settings.min_duration_s)
         bands = [own_snr_band(event_own_snr(labels, snr, r)) for r in reference]
-        for name, values in detector_steps(scapes, i, scores[i], fusion).items():
+        for name, values in detector_steps(scapes, i, scores[i], fusion, veto).items():
             if name not in chosen:
                 continue
             matched = matched_references(reference, spans_of(values, *chosen[name]), 0.25)
@@ -297,7 +305,7 @@ def choose_thresholds(rows: list[dict[str, Any]],
 def evaluate(train: StreamSet, clean: StreamSet, scapes: StreamSet | None, recipe: HeadRecipe,
              cache: Path | None = None, split: str = "source",
              budget: float = FALSE_ALARM_BUDGET_PER_HOUR,
-             own_snr: dict[int, np.ndarray] | None = None,
+             own_snr: dict[int, np.ndarray] | None = None, veto: float = YAMNET_VETO,
              ) -> tuple[dict[str, Any], np.ndarray]:  # fmt: skip
     """The whole report of one head recipe on one split (soundscapes when given: only by
     source; with ``own_snr`` (``head_data.own_snrs``), event recall per band of the reference
@@ -310,15 +318,16 @@ def evaluate(train: StreamSet, clean: StreamSet, scapes: StreamSet | None, recip
         "recipe": recipe.name,
         "split": split,
         "fusion": [round(float(w), 4) for w in fusion],
-        "clips": clip_report(clean, out_of_fold(heads, clean, split), fusion),
+        "yamnet_veto": veto,
+        "clips": clip_report(clean, out_of_fold(heads, clean, split), fusion, veto),
     }
     if scapes is not None and split == "source":
         scape_scores = out_of_fold(heads, scapes)
-        report["soundscapes"] = soundscape_report(scapes, scape_scores, fusion, budget)
+        report["soundscapes"] = soundscape_report(scapes, scape_scores, fusion, budget, veto)
         if own_snr is not None:
             chosen = {name: (float(report["soundscapes"][name]["chosen"]["on"]),
                              float(report["soundscapes"][name]["chosen"]["off"]))
                       for name in DETECTORS}  # fmt: skip
             report["soundscapes"]["recall_by_own_snr"] = recall_by_own_snr(
-                scapes, scape_scores, fusion, own_snr, chosen)  # fmt: skip
+                scapes, scape_scores, fusion, own_snr, chosen, veto)  # fmt: skip
     return report, fusion

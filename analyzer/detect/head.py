@@ -28,7 +28,10 @@ w1, b1, ...`` (dense layers, ReLU between them, sigmoid after the last), ``featu
 521 log-odds follow the 1,024 embedding values), optional ``fusion`` (3 weights on [logit cnn,
 logit head, 1]), optional ``fusion_kind`` ("max", "min" or "logistic"; absent: "logistic"
 when ``fusion`` is there, else "max"), optional ``on_threshold``/``off_threshold`` (the event
-tracker's thresholds the fused score was tuned for, kept for the pipeline's settings).
+tracker's thresholds the fused score was tuned for, kept for the pipeline's settings),
+optional ``yamnet_veto`` (a float b: a trained head's patch score is capped at
+sigmoid(logit(untouched YAMNet's dog score) + b), so a patch that YAMNet itself finds no dog in
+cannot pass, whatever the head learnt; docs/DETECTOR.md, "YAMNet's veto").
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class DogHead:
     fusion_kind: str | None = None  # "max", "min", "logistic"; None: logistic with ``fusion``
     on_threshold: float | None = None
     off_threshold: float | None = None
+    yamnet_veto: float | None = None  # b: patch scores capped at sigmoid(logit(YAMNet dog) + b)
     dog_indices: np.ndarray = field(default_factory=lambda: dog_class_indices(load_class_names()))
 
     @classmethod
@@ -140,6 +144,9 @@ class DogHead:
             float(arrays[name]) if name in arrays else None
             for name in ("on_threshold", "off_threshold")
         ]
+        veto = float(arrays["yamnet_veto"]) if "yamnet_veto" in arrays else None
+        if veto is not None and not (np.isfinite(veto) and layers):
+            raise ClassifierError(f"{source}: yamnet_veto must be finite, on a trained head")
         return cls(
             version=version,
             layers=layers,
@@ -150,6 +157,7 @@ class DogHead:
             fusion_kind=kind,
             on_threshold=thresholds[0],
             off_threshold=thresholds[1],
+            yamnet_veto=veto,
         )
 
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -171,6 +179,8 @@ class DogHead:
             arrays["on_threshold"] = np.array(self.on_threshold)
         if self.off_threshold is not None:
             arrays["off_threshold"] = np.array(self.off_threshold)
+        if self.yamnet_veto is not None:
+            arrays["yamnet_veto"] = np.array(self.yamnet_veto)
         return arrays
 
     @property
@@ -208,14 +218,18 @@ class DogHead:
             )
         if not (np.all(np.isfinite(emb)) and np.all(np.isfinite(ys))):
             raise ClassifierError("embeddings or class scores hold NaN or infinity")
-        if not self.layers:  # untouched YAMNet: the most likely of its dog classes
-            return ys[:, self.dog_indices].max(axis=1).astype(np.float32)
+        yamnet = ys[:, self.dog_indices].max(axis=1)  # untouched: its likeliest dog class
+        if not self.layers:
+            return yamnet.astype(np.float32)
         x = self.features(emb, ys)
         for i, (w, b) in enumerate(self.layers):
             x = x @ w + b
             if i < len(self.layers) - 1:
                 x = np.maximum(x, 0.0)
-        return np.asarray(expit(x[:, 0]), np.float32)
+        scores = np.asarray(expit(x[:, 0]), np.float32)
+        if self.yamnet_veto is not None:
+            scores = capped_by_yamnet(scores, yamnet, self.yamnet_veto)
+        return scores
 
     def fuse(self, cnn_steps: np.ndarray, head_at_steps: np.ndarray) -> np.ndarray:
         """Fused dog score per 20-ms step, 0..1, from the CNN's score and the head's score at
@@ -233,6 +247,15 @@ class DogHead:
             return np.maximum(cnn, head).astype(np.float32)
         a, b, c = self.fusion
         return np.asarray(expit(a * logit(cnn) + b * logit(head) + c), np.float32)
+
+
+def capped_by_yamnet(scores: np.ndarray, yamnet: np.ndarray, veto: float) -> np.ndarray:
+    """Patch scores capped at sigmoid(logit(``yamnet``) + ``veto``), ``yamnet`` being untouched
+    YAMNet's dog score of the same patches: a patch that YAMNet finds no dog in cannot pass,
+    whatever a trained head says. The trained head learnt birds and poultry as dogs (parrot,
+    black grouse, chickens, owl: 0.8-0.99) where YAMNet says 0.00-0.07 (docs/DETECTOR.md)."""
+    cap = logit(yamnet) + veto
+    return np.asarray(expit(np.minimum(logit(scores), cap)), np.float32)
 
 
 def step_head_scores(
@@ -265,4 +288,4 @@ def step_head_scores(
     return out.astype(np.float32)
 
 
-__all__ = ["DEFAULT_HEAD_PATH", "DogHead", "logit", "step_head_scores"]
+__all__ = ["DEFAULT_HEAD_PATH", "DogHead", "capped_by_yamnet", "logit", "step_head_scores"]
