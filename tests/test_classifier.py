@@ -121,10 +121,12 @@ def test_non_dog_sounds_are_not_detected(tmp_path: Path, name: str, samples: np.
     assert document["max_dog_score"] < 0.5
 
 
-def test_level_does_not_decide_whether_it_is_a_dog(excerpt: Path) -> None:
+def test_level_does_not_decide_whether_it_is_a_dog(tmp_path: Path) -> None:
     # A calibration 30 dB higher shifts every mel level; the relative features do not move
     # beyond the wire's float16 rounding (coarser at higher levels): the same events, their
-    # ends within one 20 ms step.
+    # ends within one 20 ms step. Demo 100-130 s: three annotated bark spans, five events at
+    # the bundled head's thresholds (70-90 s gives one since the head's YAMNet veto).
+    excerpt = write_excerpt(tmp_path / "barks.wav", 100.0, 30.0)
     low = analyze_file(excerpt, full_scale_db=90.0)["events"]
     high = analyze_file(excerpt, full_scale_db=120.0)["events"]
     assert len(low) == len(high) >= 2
@@ -186,7 +188,20 @@ def test_levels_under_the_frame_floor_do_not_change_the_inputs(seed: int, frames
     assert inputs_of_stream(deeper)[:, :, 0].max() <= LEVEL_RANGE_DB / 20.0
 
 
-@pytest.mark.parametrize("before_s, after_s", [(0.0, 0.0), (1.0, 1.0), (2.5, 0.0), (0.0, 2.5)])
+@pytest.mark.parametrize(
+    "before_s, after_s",
+    [
+        (0.0, 0.0),
+        pytest.param(1.0, 1.0, marks=pytest.mark.xfail(strict=True, reason=(
+            "known limitation since the head's YAMNet veto: the 0.45-s bark straddles two YAMNet "
+            "patches amid digital zeros, YAMNet's dog classes reach 0.08 there and cap the "
+            "fused score at 0.88, under the 0.95 on threshold (docs/DETECTOR.md, YAMNet's veto)"
+        ))),
+        (1.1, 1.0),
+        (2.5, 0.0),
+        (0.0, 2.5),
+    ],
+)  # fmt: skip
 def test_a_clean_bark_amid_digital_silence_is_found(
     tmp_path: Path, before_s: float, after_s: float
 ) -> None:
