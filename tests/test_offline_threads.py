@@ -29,9 +29,10 @@ FULL_SCALE_DB = 120.0
 
 @pytest.fixture(scope="module")
 def barks_48k(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """70-100 s of the demo recording (barks at 74-76 and 83-87 s) at 48 kHz, 16-bit FLAC."""
+    """100-130 s of the demo recording (barks at 102-106, 113-118 and 123-130 s) at 48 kHz,
+    16-bit FLAC."""
     audio, rate = soundfile.read(DEMO_RECORDING, dtype="float64")
-    excerpt = soxr.resample(audio[70 * rate : 100 * rate], rate, 48_000)
+    excerpt = soxr.resample(audio[100 * rate : 130 * rate], rate, 48_000)
     path = tmp_path_factory.mktemp("threads") / "barks48k.flac"
     soundfile.write(path, np.clip(excerpt, -1, 1), 48_000, subtype="PCM_16")
     return path
