@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import soundfile
 import soxr
+from threadpoolctl import threadpool_info
 
 from analyzer.offline.analysis import analyze_file, measured_frames
 from sensor.capture import FileSource
@@ -80,3 +81,19 @@ def test_a_caller_that_stops_early_stops_the_measuring_thread(barks_48k: Path) -
     frames.close()
     assert not [t.name for t in threading.enumerate()
                 if t.name == "measure" or t.name.startswith("networks")]  # fmt: skip
+
+
+def test_blas_runs_one_thread_while_a_file_is_measured_and_as_before_after(
+    barks_48k: Path,
+) -> None:
+    # OpenBLAS's threads spin while they wait and took the cores from the measuring and
+    # network threads (an hour: 37 s wall, 68 s CPU; with one BLAS thread 29 s and 42 s).
+    def blas_threads() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    before = blas_threads()
+    frames = measured_frames(FileSource(barks_48k), FULL_SCALE_DB)
+    next(frames)
+    assert blas_threads() and all(n == 1 for n in blas_threads())
+    frames.close()
+    assert blas_threads() == before

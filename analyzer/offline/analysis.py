@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from analyzer import __version__
 from analyzer.acoustics import (
@@ -75,15 +76,19 @@ def measured_frames(source: FileSource, full_scale_db: float,
     stop = threading.Event()
     measuring = threading.Thread(target=_measure_into, name="measure", daemon=True,
                                  args=(source, full_scale_db, cnn_model_path, ahead, stop))
-    measuring.start()
-    try:
-        while (item := ahead.get()) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            yield _through_wire(item, source)
-    finally:  # also when the caller stops early: the measuring thread stops too
-        stop.set()
-        measuring.join()
+    # One BLAS thread: OpenBLAS's own threads spin while they wait, and beside the measuring
+    # and network threads they took the cores those need (an hour: 39-41 s wall and 72-75 s
+    # CPU with two BLAS threads, 28 s and 39 s with one, on an idle 2-core machine).
+    with threadpool_limits(limits=1, user_api="blas"):
+        measuring.start()
+        try:
+            while (item := ahead.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield _through_wire(item, source)
+        finally:  # also when the caller stops early: the measuring thread stops too
+            stop.set()
+            measuring.join()
 
 
 FRAMES_AHEAD = 32  # frames measured ahead of the pipeline (about 10 KB each)
