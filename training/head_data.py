@@ -162,12 +162,21 @@ def patch_labels(step_labels: np.ndarray, n_patches: int) -> np.ndarray:
     return out
 
 
+def step_powers_db(placed: np.ndarray, background: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per 20-ms step, the power (dB) of the placed sound and of the background under it, both
+    high-passed as the labels are."""
+    return _power_db(_highpass(placed)), _power_db(_highpass(background))
+
+
 def dog_step_labels(placed: np.ndarray, background: np.ndarray, region: np.ndarray) -> np.ndarray:
     """The CNN training set's step labels (``training.trainset.make_stream``): 1 where the placed
     dog sound stands out of its own floor and is not masked by the background, -1 in the rest
     of its region, 0 elsewhere."""
-    src_db = _power_db(_highpass(placed))
-    bg_db = _power_db(_highpass(background))
+    return labels_of_powers(*step_powers_db(placed, background), region)
+
+
+def labels_of_powers(src_db: np.ndarray, bg_db: np.ndarray, region: np.ndarray) -> np.ndarray:
+    """:func:`dog_step_labels` from the steps' powers (:func:`step_powers_db`)."""
     active = prominent_steps(src_db, region[: src_db.size])
     audible = src_db >= bg_db - MASKED_BELOW_BACKGROUND_DB
     labels = np.where(region[: src_db.size], -1, 0).astype(np.int8)
@@ -401,11 +410,12 @@ def soundscape(rng: np.random.Generator, sounds: list[np.ndarray], beds: list[np
         gain = _gain_for_snr(placed, bed[span], region, float(rng.uniform(*snr_db)))
         mix[span] += placed * gain
         if is_dog:
-            step_labels = dog_step_labels(placed * gain, bed[span], region)
+            src_db, bg_db = step_powers_db(placed * gain, bed[span])
+            step_labels = labels_of_powers(src_db, bg_db, region)
             first = at // HOP
             seg = labels[first : first + step_labels.size]
             labels[first : first + step_labels.size] = np.where(step_labels != 0, step_labels, seg)
-            snr = _power_db(_highpass(placed * gain)) - _power_db(_highpass(bed[span]))
+            snr = src_db - bg_db
             m = min(snr.size, own_snr.size - first)
             own_snr[first : first + m] = snr[:m]
         at += sound.size
