@@ -216,6 +216,11 @@ class FileSource:
         self.block_frames = max(1, round(block_s * self.file_rate))
         self.counters = CaptureCounters()
         self.warnings: list[str] = []
+        if channel is None and info.channels > 1:
+            self._warn(
+                f"audio file {self.path} has {info.channels} channels: their average is "
+                "measured, as one microphone would hear them"
+            )
         declared = declared_frames(self._read_path) if self._read_path == self.path else None
         if declared is not None and declared > info.frames:
             self._warn(
@@ -259,7 +264,8 @@ class FileSource:
             decode_with_ffmpeg(self.path, decoded)
         except AudioInputError as exc:
             raise AudioInputError(
-                f"audio file {self.path} cannot be read: {refused} Nor by FFmpeg: {exc}"
+                f"audio file {self.path} is not audio that can be decoded: "
+                f"{_libsndfile_reason(refused)}; FFmpeg: {exc}"
             ) from exc
         log.info("decoded %s with FFmpeg (PyAV)", self.path)
         self._read_path = decoded
@@ -308,6 +314,16 @@ class FileSource:
                         break
         except (RuntimeError, soundfile.LibsndfileError) as exc:
             raise AudioInputError(f"audio file {self.path} cannot be decoded: {exc}") from exc
+
+
+def _libsndfile_reason(refused: Exception) -> str:
+    """libsndfile's refusal in words that fit a file known to exist: for a format it does not
+    know (MP3 before 1.1, AAC, garbage) it says "File does not exist or is not a regular file
+    (possibly a pipe?)", which misleads when the file is right there."""
+    text = str(refused)
+    if "does not exist" in text or "not a regular file" in text:
+        return "libsndfile does not recognise its format"
+    return f"libsndfile: {text}"
 
 
 def _sounddevice() -> Any:

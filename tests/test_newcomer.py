@@ -20,7 +20,9 @@ import threading
 from pathlib import Path
 from typing import IO
 
-from analyzer.cli.analyze import write_text
+import pytest
+
+from analyzer.cli.analyze import _duration, write_text
 from tests.conftest import write_excerpt
 
 BIN = Path(sys.executable).parent
@@ -129,9 +131,16 @@ def test_text_with_a_site_gives_each_events_level_at_100_ft_margin_and_decision(
 
 def test_text_gives_each_finding_with_rule_span_and_verdict() -> None:
     lines = _text(DOCUMENT)
-    assert lines[5].startswith("  findings (continuous: more than 7:00.0 min with gaps under 60 s")
-    assert lines[6].startswith("  continuous: 12.00-512.00 s (8:20.0 min), VIOLATION (completed); "
-                               "80 of 81 events counted, longest gap 41.5 s")
+    assert lines[5].startswith("  findings (continuous: more than 7 min with gaps under 60 s")
+    assert lines[6].startswith("  continuous: 12.00-512.00 s (8 min 20.00 s), VIOLATION "
+                               "(completed); 80 of 81 events counted, longest gap 41.5 s")
+
+
+@pytest.mark.parametrize(("seconds", "said"), [
+    (420.0, "7 min"), (3600.0, "60 min"), (500.0, "8 min 20.00 s"), (45.04, "45.04 s"),
+    (419.99, "6 min 59.99 s"), (420.04, "7 min 0.04 s")])
+def test_text_says_durations_in_minutes_and_seconds(seconds: float, said: str) -> None:
+    assert _duration(seconds) == said
 
 
 def test_text_states_the_calibration_it_assumed() -> None:
@@ -143,7 +152,7 @@ def test_text_without_a_site_says_there_is_no_audibility_and_no_finding() -> Non
                    "events": DOCUMENT["events"][:1]})  # type: ignore[index]
     assert lines[2].startswith("  no installation record (--site FILE)")
     assert lines[3].endswith("LAFmax 78.0 dB")
-    assert lines[4].startswith("  findings: none (continuous: more than 7:00.0 min")
+    assert lines[4].startswith("  findings: none (continuous: more than 7 min")
 
 
 def test_analyze_text_with_a_site_prints_levels_at_100_ft(tmp_path: Path) -> None:

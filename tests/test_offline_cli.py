@@ -216,9 +216,22 @@ def test_a_file_no_decoder_reads_is_refused_naming_both(tmp_path: Path) -> None:
     fake.write_text("not audio at all\n" * 50)
     result = _analyze(fake)
     assert result.returncode == 1
-    assert f"audio file {fake} cannot be read" in result.stderr
-    assert "Format not recognised" in result.stderr  # libsndfile
-    assert "Nor by FFmpeg: Invalid data found when processing input" in result.stderr
+    assert f"audio file {fake} is not audio that can be decoded" in result.stderr
+    assert "libsndfile: Error opening" in result.stderr
+    assert "Format not recognised" in result.stderr
+    assert "FFmpeg: Invalid data found when processing input" in result.stderr
+
+
+def test_a_corrupt_mp3_is_called_undecodable_not_missing(tmp_path: Path) -> None:
+    # libsndfile answers a file it cannot place with "File does not exist or is not a regular
+    # file": wrong for a file that is right there.
+    corrupt = tmp_path / "evening.mp3"
+    corrupt.write_bytes(b"ID3\x03\x00\x00\x00\x00\x00\x00" + bytes(range(256)) * 40)
+    result = _analyze(corrupt)
+    assert result.returncode == 1
+    assert f"audio file {corrupt} is not audio that can be decoded: libsndfile does not " \
+        "recognise its format; FFmpeg:" in result.stderr
+    assert "does not exist" not in result.stderr
 
 
 def test_a_decoded_copy_that_cannot_be_written_is_named(excerpt_20s: Path, tmp_path: Path) -> None:

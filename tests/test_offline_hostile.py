@@ -73,6 +73,14 @@ def test_an_infinite_sample_in_a_stereo_file_names_its_sample_and_channel(
     assert len(blocks) == 1  # the first second was delivered before it
 
 
+def test_a_stereo_file_says_that_its_channels_are_averaged(tmp_path: Path) -> None:
+    stereo = _write_float_wav(tmp_path / "stereo.wav", _noise(2.0, channels=2))
+    assert FileSource(stereo).warnings == [
+        f"audio file {stereo} has 2 channels: their average is measured, as one microphone "
+        "would hear them"]
+    assert FileSource(stereo, channel=1).warnings == []  # one channel chosen: nothing to say
+
+
 def test_a_float_file_beyond_full_scale_fails_naming_the_file_and_the_second(
     tmp_path: Path,
 ) -> None:

@@ -57,8 +57,14 @@ def run_analyze(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def _minutes(seconds: float) -> str:
-    return f"{int(seconds // 60)}:{seconds % 60:04.1f}"
+def _duration(seconds: float) -> str:
+    """``7 min``, ``7 min 12.50 s``, ``45.00 s``: a duration as a reader says it, to the
+    hundredth of a second the spans are printed with (so 7:00.04, a violation, never reads
+    as exactly 7 min)."""
+    minutes, rest_s = divmod(round(seconds, 2), 60)
+    if not minutes:
+        return f"{rest_s:.2f} s"
+    return f"{minutes:.0f} min" + (f" {rest_s:.2f} s" if rest_s else "")
 
 
 def _event_line(event: dict[str, Any], with_site: bool) -> str:
@@ -76,16 +82,16 @@ def _event_line(event: dict[str, Any], with_site: bool) -> str:
 
 
 def _rules_line(rules: dict[str, Any]) -> str:
-    return (f"continuous: more than {_minutes(rules['continuous_limit_s'])} min with gaps under "
+    return (f"continuous: more than {_duration(rules['continuous_limit_s'])} with gaps under "
             f"{rules['continuity_gap_s']:g} s; intermittent: more than "
-            f"{_minutes(rules['intermittent_limit_s'])} min of plainly audible events with gaps "
+            f"{_duration(rules['intermittent_limit_s'])} of plainly audible events with gaps "
             f"under {rules['intermittency_gap_s']:g} s")  # fmt: skip
 
 
 def _finding_line(finding: dict[str, Any]) -> str:
     verdict = "VIOLATION" if finding["violation"] else "no violation"
     return (f"  {finding['rule']}: {finding['start_s']:.2f}-{finding['end_s']:.2f} s "
-            f"({_minutes(finding['duration_s'])} min), {verdict} ({finding['status']}); "
+            f"({_duration(finding['duration_s'])}), {verdict} ({finding['status']}); "
             f"{finding['events_counted']} of {finding['events_in_span']} events counted, "
             f"longest gap {finding['longest_gap_s']:.1f} s; {finding['reading']}")  # fmt: skip
 

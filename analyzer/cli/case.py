@@ -138,7 +138,11 @@ def add_case_parser(subparsers: Any) -> argparse.ArgumentParser:
     exception.add_argument("--note", default="", help="what the officer found")
 
     attest = _action(actions, "attest", "attest a seizure condition the records cannot show")
-    attest.add_argument("--condition", type=int, required=True, choices=(4, 5, 6, 7))
+    attest.add_argument(
+        "--condition", type=int, required=True, choices=(4, 5, 6, 7),
+        help="the seizure condition of section 701, subd. 5 that the officer attests: 4 "
+        "reasonable attempts to contact the owner failed, 5 no forced entry, 6 no less "
+        "intrusive means, 7 written notice given")
     attest.add_argument("--at", type=local_time, metavar="T", help="when (default now)")
     attest.add_argument("--note", default="", help="what supports it")
 

@@ -50,7 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
         "says where and why in 'failure'. Every file is tried; the exit status is 1 if "
         "any failed, else 0.",
     )
-    analyze.add_argument("files", nargs="+", metavar="FILE", help="sound files (WAV, FLAC, ...)")
+    analyze.add_argument(
+        "files", nargs="+", metavar="FILE",
+        help="sound files: what libsndfile reads (WAV, FLAC, OGG, AIFF, ...) or FFmpeg decodes "
+        "(MP3, M4A/AAC, a video's sound); a file with several channels is measured as their "
+        "average (said in the document's warnings)")
     analyze.add_argument(
         "--format",
         choices=["json", "text"],
