@@ -105,7 +105,8 @@ def test_a_wrong_network_option_is_refused_by_name(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, option: str, value: str, message: str
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["fit", "--corpus", str(tmp_path), option, value])
+        cli.main(["fit", "--corpus", str(tmp_path), "--out", str(tmp_path / "m.npz"), option,
+                  value])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
 
@@ -114,7 +115,8 @@ def test_a_teacher_over_other_input_bands_is_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["fit", "--corpus", str(tmp_path), "--input-bands", "64",
+        cli.main(["fit", "--corpus", str(tmp_path), "--out", str(tmp_path / "m.npz"),
+                  "--input-bands", "64",
                                "--teacher", str(ROOT / "models" / "dog_classifier.npz")])
     assert exit_info.value.code == 2
     assert "reads 32 input bands, not the 64 asked for (--input-bands)" in capsys.readouterr().err
@@ -345,7 +347,8 @@ def test_a_balance_power_outside_0_to_1_is_refused_by_name(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        cli.main(["fit", "--corpus", str(tmp_path), "--balance", "1.5"])
+        cli.main(["fit", "--corpus", str(tmp_path), "--out", str(tmp_path / "m.npz"),
+                  "--balance", "1.5"])
     assert exit_info.value.code == 2
     assert "--balance must be between 0 and 1, not 1.5" in capsys.readouterr().err
 
@@ -451,6 +454,16 @@ def test_the_trainset_command_refuses_a_corpus_without_a_manifest(tmp_path: Path
     assert f"error: {tmp_path / 'nowhere'}/manifest.csv not found" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "out.npz").exists()
+
+
+@pytest.mark.parametrize("command", ["fit", "head"])
+def test_training_never_overwrites_a_bundled_model_unless_told_where(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--corpus", str(tmp_path)])
+    assert exit_info.value.code == 2
+    assert "the following arguments are required: --out" in capsys.readouterr().err
 
 
 def test_the_fit_command_refuses_a_corpus_without_a_manifest_before_training(

@@ -172,9 +172,10 @@ def add_fit_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument("--corpus", type=Path, required=True, help="folder with manifest.csv")
     parser.add_argument("--trainset", type=Path, default=Path("/tmp/barkwatch-trainset.npz"),
                         help="training set (built here if missing)")  # fmt: skip
-    parser.add_argument("--out", type=Path, default=DEFAULT_MODEL_PATH,
+    parser.add_argument("--out", type=Path, required=True,
                         help="model file to write, its metrics beside it (.metrics.json); "
-                             "default: the bundled model")  # fmt: skip
+                             "to replace the bundled model, name it: "
+                             f"--out {DEFAULT_MODEL_PATH}")  # fmt: skip
     parser.add_argument("--seed", type=int, default=1,
                         help="seed of the training draws and of a training set built here "
                              "(default %(default)s)")  # fmt: skip

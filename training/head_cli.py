@@ -46,8 +46,9 @@ def add_head_parser(commands: Any) -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("--corpus", type=Path, action="append", required=True, metavar="DIR",
                         help="folder with manifest.csv and audio (repeatable)")  # fmt: skip
-    parser.add_argument("--out", type=Path, default=DEFAULT_HEAD_PATH,
-                        help="head file to write (default %(default)s)")  # fmt: skip
+    parser.add_argument("--out", type=Path, required=True,
+                        help="head file to write, its metrics beside it; to replace the "
+                             f"bundled head, name it: --out {DEFAULT_HEAD_PATH}")  # fmt: skip
     parser.add_argument(
         "--hidden",
         type=int,
