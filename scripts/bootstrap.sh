@@ -32,8 +32,23 @@ if ((${#missing[@]})); then
   sudo=""
   if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
   echo "bootstrap: installing ${missing[*]}"
-  $sudo apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Another apt-get or an unattended upgrade may hold apt's or dpkg's lock: wait for it (up
+  # to 10 min) rather than fail at once. DPkg::Lock::Timeout covers dpkg's lock only, not the
+  # package lists' lock that `apt-get update` takes, so that one is retried here.
+  apt_waiting() {
+    local attempt output
+    for attempt in $(seq 120); do
+      if output=$($sudo "$@" 2>&1); then printf '%s\n' "$output"; return 0; fi
+      if ! grep -q "Could not get lock" <<<"$output"; then printf '%s\n' "$output" >&2; return 1; fi
+      ((attempt == 1)) && echo "bootstrap: another apt-get holds the package lock; waiting for it"
+      sleep 5
+    done
+    echo "bootstrap: the package lock was still held after 10 minutes" >&2
+    return 1
+  }
+  apt_waiting apt-get -q update
+  apt_waiting env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install \
+    -y -q --no-install-recommends "${missing[@]}"
 fi
 # The Debian packages start system-wide services; Barkwatch's tests and demo start their own
 # on free loopback ports, so the system ones are left as they are.
