@@ -13,11 +13,12 @@ import pytest
 import soundfile
 from scipy import signal
 
-from analyzer.cli.demo import run_demo
+from analyzer.cli.demo import barks_in_events, reconcile_barks_and_events, run_demo
 from analyzer.cli.demo_scene import (
     BARK_GAP_S,
     DEMO_ANNOTATIONS,
     SCENE_RATE_HZ,
+    Scene,
     bark_free_pieces,
     load_material,
     make_scene,
@@ -131,3 +132,20 @@ def test_demo_of_a_given_file_without_a_finding_says_it_skips_the_case_story(
     assert run_demo(str(recording), out=str(tmp_path / "report")) == 0
     assert "No finding, so no case story" in capsys.readouterr().out
     assert not (tmp_path / "report").exists()
+
+
+def test_the_demo_ties_its_barks_to_the_events_found() -> None:
+    # Three barks placed; events found over the first (split in two) and the third: the
+    # console says 2 of 3 barks lie in an event, so 3 events and a longer gap are explained.
+    scene = Scene(np.zeros(16000 * 60, dtype=np.float32), 16000,
+                  ((1.0, 1.5), (10.0, 10.4), (20.0, 20.6)))
+    events = [(0.9, 1.2), (1.25, 1.6), (19.9, 20.7)]
+    assert barks_in_events(scene.bark_spans_s, events) == 2
+    line = reconcile_barks_and_events(scene, events)
+    assert "of the scene's 3 barks, 2 lie in an event and 1 in none" in line
+    assert "longer than the scene's 10 s" in line  # 20.0 - 10.4 s
+
+
+def test_a_bark_touching_an_event_only_at_its_edge_is_not_in_it() -> None:
+    assert barks_in_events(((1.0, 2.0),), [(2.0, 3.0)]) == 0
+    assert barks_in_events(((1.0, 2.0),), [(1.99, 3.0)]) == 1

@@ -243,11 +243,37 @@ def _replay(path: Path, scene: Scene | None, site_record: str, workdir: Path,
         f"      {stats.frames} frames measured, published and stored in {elapsed:.1f} s "
         f"({source.duration_s / elapsed:.1f}x real time)"
     )
-    windows = _print_results(analyzer, start_ns, source.duration_s)
+    windows = _print_results(analyzer, start_ns, source.duration_s, scene)
     return Replayed(start_ns, source.duration_s, windows)
 
 
-def _print_results(analyzer: Analyzer, start_ns: int, audio_s: float) -> int:
+def barks_in_events(bark_spans_s: tuple[tuple[float, float], ...],
+                    event_spans_s: list[tuple[float, float]]) -> int:
+    """How many of the placed barks (onset, offset, s) overlap at least one event's span."""
+    return sum(any(onset < end and start < offset for start, end in event_spans_s)
+               for onset, offset in bark_spans_s)
+
+
+def reconcile_barks_and_events(scene: Scene, event_spans_s: list[tuple[float, float]]) -> str:
+    """The line that ties the scene's barks to the events found: they are counted differently
+    (an event may hold several close barks, or part of one), and a bark in no event widens
+    the gaps the rules see beyond the scene's own."""
+    placed = len(scene.bark_spans_s)
+    found = barks_in_events(scene.bark_spans_s, event_spans_s)
+    return (f"      of the scene's {placed} barks, {found} lie in an event and {placed - found} "
+            "in none; an event may hold several close barks or part of one, so events and "
+            "barks are not counted alike, and each bark in no event makes the gaps between "
+            f"events longer than the scene's {scene.longest_gap_s:.0f} s")
+
+
+def _audibility_column(at_100ft: float | None, audible: bool | None) -> str:
+    if at_100ft is None or audible is None:
+        return "  not assessed"
+    return "  plainly audible" if audible else "  not plainly audible"
+
+
+def _print_results(analyzer: Analyzer, start_ns: int, audio_s: float,
+                   scene: Scene | None = None) -> int:
     """Print the events and findings stored; returns how many evidence windows there are."""
     events = analyzer.influx.query(
         f"SELECT duration_s, confidence, laeq_db, level_at_100ft_db, plainly_audible "
@@ -265,10 +291,13 @@ def _print_results(analyzer: Analyzer, start_ns: int, audio_s: float) -> int:
         _say(
             f"      {moment[:-3]} UTC (+{offset_s:6.2f} s)  {duration_s:5.2f} s  "
             f"conf {confidence:.2f}  LAeq {laeq_db:5.1f} dB  at 100 ft {distant} dB"
-            f"{'  plainly audible' if audible else ''}"
+            f"{_audibility_column(at_100ft, audible)}"
         )
     if len(rows) > SHOWN_EVENTS:
         _say(f"      ... and {len(rows) - SHOWN_EVENTS} more")
+    if scene is not None:
+        spans = [((t - start_ns) / 1e9, (t - start_ns) / 1e9 + d) for t, d, *_ in rows]
+        _say(reconcile_barks_and_events(scene, spans))
     windows = analyzer.influx.query(
         f"SELECT rule, duration_s, events_counted, longest_gap_s FROM evidence_window "
         f"WHERE device = '{DEMO_DEVICE}'")
