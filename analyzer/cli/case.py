@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from analyzer.cases import (
@@ -28,6 +29,7 @@ from analyzer.cases import (
     parse_local_time,
     read_case,
 )
+from analyzer.cases.backup import backup_case_file, restore_case_file
 from analyzer.cases.localtime import TimeInputError
 from analyzer.cli.options import add_influx_options, influx_client
 
@@ -159,6 +161,16 @@ def add_case_parser(subparsers: Any) -> argparse.ArgumentParser:
                     complaint=False, officer=False)
     audit.add_argument("complaint", type=int, nargs="?", metavar="CASE",
                        help="only entries about this complaint")
+
+    backup = _action(actions, "backup", "copy the case file, while it is in use, into a new "
+                     "file (mode 0600), checked; the copy holds personal data",
+                     complaint=False)
+    backup.add_argument("destination", metavar="FILE", help="the backup file to create "
+                        "(never overwritten)")
+    restore = _action(actions, "restore", "put a backup in place of the case file (--db); "
+                      "the file it replaces is renamed aside and kept. Stop the review "
+                      "application first", complaint=False)
+    restore.add_argument("backup", metavar="FILE", help="a file made by 'barkwatch case backup'")
 
     export: argparse.ArgumentParser = actions.add_parser(
         "export", help="write the evidence report to hand on; --redact withholds the "
@@ -325,5 +337,19 @@ def run_case(args: argparse.Namespace) -> int:
     if getattr(args, "case_action", None) is None:
         print("barkwatch case: choose an action (see barkwatch case --help)", file=sys.stderr)
         return 2
+    if args.case_action == "restore":
+        restored, kept = restore_case_file(args.backup, args.db, args.officer)
+        print(f"restored {args.db} from {args.backup}: {restored.line()}")
+        print(f"the file it replaced is kept as {kept}" if kept else "there was no case file "
+              "to replace")
+        return 0
+    if args.case_action == "backup" and not Path(args.db).is_file():
+        raise CaseError(f"case file {args.db} does not exist: nothing to back up")
     with CaseFile(args.db) as store:
+        if args.case_action == "backup":
+            summary = backup_case_file(args.db, args.destination)
+            store.record_access(args.officer, "case file backed up", "audit_log", [0],
+                                {"destination": str(Path(args.destination).resolve())})
+            print(f"backed up {args.db} to {args.destination} (mode 0600): {summary.line()}")
+            return 0
         return _run(args, store)
