@@ -41,6 +41,7 @@ from sensor.wire import DEVICE_ID_PATTERN
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 RULES = ("continuous", "intermittent")
+MAX_NOTE_CHARS = 4000  # a record's notes or observation, characters
 
 
 class CaseError(AnalyzerError):
@@ -51,6 +52,16 @@ def _text(value: str, name: str, required: bool = True) -> str:
     cleaned = value.strip()
     if required and not cleaned:
         raise CaseError(f"{name} is empty")
+    return cleaned
+
+
+def _note(value: str, name: str, required: bool = False) -> str:
+    """Free text of a record, at most MAX_NOTE_CHARS characters (the report lays each one
+    out in a table cell; issue 33 measured a 1 MB note as hours of PDF rendering)."""
+    cleaned = _text(value, name, required)
+    if len(cleaned) > MAX_NOTE_CHARS:
+        raise CaseError(f"{name} has {len(cleaned):,} characters; at most {MAX_NOTE_CHARS:,} "
+                        "are kept (write the rest as a further record)")
     return cleaned
 
 
@@ -213,7 +224,7 @@ class CaseStore:
             "complainant_role": _choice(complainant_role, "complainant role", ROLES),
             "received_ns": received_ns, "span_start_ns": span_start_ns,
             "span_end_ns": span_end_ns, "contemporaneous": int(contemporaneous),
-            "officer": _text(officer, "officer"), "notes": notes.strip()},
+            "officer": _text(officer, "officer"), "notes": _note(notes, "notes")},
             officer, "open complaint")
 
     _COMPLAINT = ("SELECT id, address_id, complainant_name, complainant_contact, "
@@ -249,7 +260,7 @@ class CaseStore:
         return self._insert("contact_attempts", {
             "complaint_id": complaint_id, "at_ns": at_ns, "method": _text(method, "method"),
             "outcome": _choice(outcome, "outcome", CONTACT_OUTCOMES),
-            "officer": _text(officer, "officer"), "notes": notes.strip()},
+            "officer": _text(officer, "officer"), "notes": _note(notes, "notes")},
             officer, "record contact attempt")
 
     def contact_attempts(self, complaint_id: int) -> list[ContactAttempt]:
@@ -263,7 +274,7 @@ class CaseStore:
         self.complaint(complaint_id)
         return self._insert("observations", {
             "complaint_id": complaint_id, "at_ns": at_ns, "officer": _text(officer, "officer"),
-            "notes": _text(notes, "observation")}, officer, "record observation")
+            "notes": _note(notes, "observation", required=True)}, officer, "record observation")
 
     def observations(self, complaint_id: int) -> list[Observation]:
         """Observations of a complaint, in time order."""
@@ -276,7 +287,7 @@ class CaseStore:
         self.complaint(complaint_id)
         return self._insert("exceptions", {
             "complaint_id": complaint_id, "kind": _choice(kind, "exception", EXCEPTION_KINDS),
-            "at_ns": at_ns, "officer": _text(officer, "officer"), "notes": notes.strip()},
+            "at_ns": at_ns, "officer": _text(officer, "officer"), "notes": _note(notes, "notes")},
             officer, "record exception")
 
     def exceptions(self, complaint_id: int) -> list[OfficerException]:
@@ -294,7 +305,7 @@ class CaseStore:
                             f"(4-7); 1 and 3 come from the records, 2 from a finding")
         return self._insert("attestations", {
             "complaint_id": complaint_id, "condition": condition, "at_ns": at_ns,
-            "officer": _text(officer, "officer"), "notes": notes.strip()},
+            "officer": _text(officer, "officer"), "notes": _note(notes, "notes")},
             officer, f"attest condition {condition}")
 
     def attestations(self, complaint_id: int) -> list[OfficerAttestation]:
@@ -318,7 +329,7 @@ class CaseStore:
         complaint = self.complaint(complaint_id)
         return self._insert("dispositions", {
             "complaint_id": complaint_id, "kind": _choice(kind, "disposition", DISPOSITIONS),
-            "at_ns": at_ns, "officer": _text(officer, "officer"), "notes": notes.strip(),
+            "at_ns": at_ns, "officer": _text(officer, "officer"), "notes": _note(notes, "notes"),
             "prior_citations": self.prior_citations(complaint.address_id, at_ns)},
             officer, "record disposition")
 

@@ -20,6 +20,7 @@ from analyzer.cases import (
     candidate_windows,
     read_case,
 )
+from analyzer.cases.store import MAX_NOTE_CHARS
 from analyzer.errors import AnalyzerError
 from analyzer.review.context import Review
 from analyzer.review.queries import QueryInputError, device_clause, device_state, plot_data
@@ -88,7 +89,8 @@ def case_page(review: Review, request: Request, session: OfficerSession) -> Resp
     checked = {c.link.id: review.verifier.checked_ns(c.link) for c in view.checks}
     return review.render(request, "case.html", {
         "view": view, "checked": checked, "contact_outcomes": CONTACT_OUTCOMES,
-        "exception_kinds": EXCEPTION_KINDS, "dispositions": DISPOSITIONS})
+        "exception_kinds": EXCEPTION_KINDS, "dispositions": DISPOSITIONS,
+        "max_note_chars": MAX_NOTE_CHARS})
 
 
 def _report_data(review: Review, request: Request, session: OfficerSession) -> Any:
