@@ -1,0 +1,120 @@
+"""Fine-tuning YAMNet (training/yamnet_torch.py, training/finetune.py): the PyTorch network
+computes what the bundled ONNX graph computes, the cached-activation path trains exactly as
+the whole network would, and the placement of a sound at a distance is what its recipe says."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import torch
+
+from analyzer.acoustics.propagation import absorption_db_per_m
+from sensor.yamnet_features import clip_patches
+from sensor.yamnet_network import YamnetNetwork
+from training.corpus import RATE
+from training.finetune import DogTop, at_distance, example_logits
+from training.yamnet_torch import YamnetTorch, block_start
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def base() -> YamnetTorch:
+    torch.set_num_threads(1)
+    return YamnetTorch().eval()
+
+
+@pytest.fixture(scope="module")
+def demo_patches() -> np.ndarray:
+    """Patches of the demo recording's 60-80 s: barks, a yelp and its background."""
+    audio, rate = soundfile.read(ROOT / "demo" / "example.flac", dtype="float32")
+    assert rate == RATE
+    return clip_patches(audio[60 * RATE:80 * RATE]).astype(np.float32)
+
+
+def test_the_pytorch_network_reproduces_the_onnx_graph(
+    base: YamnetTorch, demo_patches: np.ndarray
+) -> None:
+    reference = YamnetNetwork().run(demo_patches)
+    with torch.no_grad():
+        logits, embedding = base(torch.from_numpy(demo_patches)[:, None])
+    np.testing.assert_allclose(embedding.numpy(), reference.embeddings, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(logits.numpy(), reference.logits, atol=1e-4, rtol=1e-5)
+
+
+def test_the_cached_bottom_then_the_top_equals_the_whole_network(
+    base: YamnetTorch, demo_patches: np.ndarray
+) -> None:
+    x = torch.from_numpy(demo_patches[:8])[:, None]
+    with torch.no_grad():
+        whole, _ = base(x)
+        start = block_start(12)
+        parts, _ = base.top(base.features(x, start), start)
+    torch.testing.assert_close(parts, whole, atol=1e-5, rtol=0)
+
+
+def test_training_on_cached_activations_gives_the_gradients_of_the_whole_network(
+    base: YamnetTorch, demo_patches: np.ndarray
+) -> None:
+    # The loss through the whole network with the bottom frozen, and through the cache (kept
+    # as float32 here: the cache's float16 rounding is a choice of storage, not of maths).
+    x = torch.from_numpy(demo_patches[:6])[:, None]
+    start = block_start(12)
+    target = torch.tensor([1.0, 0.0, 1.0, 0.0, 0.0, 1.0])
+    whole, cached = DogTop(base, start, 69), DogTop(base, start, 69)
+
+    def full_loss() -> torch.Tensor:
+        with torch.no_grad():
+            bottom = base.features(x, start)  # frozen: no gradient reaches it
+        return torch.nn.functional.binary_cross_entropy_with_logits(whole(bottom), target)
+
+    cache = base.features(x, start).detach().clone()
+    full_loss().backward()
+    torch.nn.functional.binary_cross_entropy_with_logits(cached(cache), target).backward()
+    for a, b in zip(whole.parameters(), cached.parameters(), strict=True):
+        assert a.grad is not None and b.grad is not None
+        torch.testing.assert_close(a.grad, b.grad, atol=1e-6, rtol=1e-5)
+    assert any(float(p.grad.abs().max()) > 0 for p in whole.convs.parameters()
+               if p.grad is not None)  # the top blocks do learn
+
+
+def test_the_dog_output_starts_as_yamnets_dog_class(
+    base: YamnetTorch, demo_patches: np.ndarray
+) -> None:
+    x = torch.from_numpy(demo_patches[:4])[:, None]
+    start = block_start(12)
+    with torch.no_grad():
+        logits, _ = base(x)
+        dog = DogTop(base, start, 69)(base.features(x, start))
+    torch.testing.assert_close(dog, logits[:, 69], atol=1e-5, rtol=0)
+
+
+def test_an_examples_logit_is_the_largest_of_its_patches() -> None:
+    patch_logits = torch.tensor([0.1, 2.0, -1.0, -3.0, 0.5])
+    owner = torch.tensor([0, 0, 1, 1, 2])
+    torch.testing.assert_close(example_logits(patch_logits, owner, 3),
+                               torch.tensor([2.0, -1.0, 0.5]))
+
+
+@pytest.mark.parametrize("ground_factor", [0.6, 0.9])
+def test_a_tone_heard_far_away_loses_what_iso_9613_1_and_the_ground_reflection_say(
+    ground_factor: float,
+) -> None:
+    # A 6.3 kHz tone 60 m away: ISO 9613-1's absorption at 10 degC, 70 % RH over 60 m, times
+    # the ground reflection's |1 + g (r1 / r2) exp(-j w (r2 - r1) / c)| at that frequency.
+    frequency, distance = 6300.0, 60.0
+    tone = np.sin(2 * np.pi * frequency * np.arange(RATE) / RATE)
+    heard = at_distance(tone, distance, ground_factor)
+    assert heard.size == tone.size
+    middle = slice(RATE // 4, 3 * RATE // 4)  # away from the filter's start and end
+    gain_db = 20 * math.log10(np.std(heard[middle]) / np.std(tone[middle]))
+    air_db = -float(absorption_db_per_m(frequency, 10.0, 70.0)) * distance
+    direct, reflected = math.hypot(distance, 1.5), math.hypot(distance, 2.5)
+    comb = 1 + ground_factor * direct / reflected * np.exp(
+        -2j * np.pi * frequency * (reflected - direct) / 343.0)
+    assert gain_db == pytest.approx(air_db + 20 * math.log10(abs(comb)), abs=0.05)
+    assert air_db < -4  # far enough for the air to matter at 6.3 kHz (4.6 dB)
