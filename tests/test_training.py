@@ -432,6 +432,9 @@ def test_a_negative_number_of_tonal_negatives_is_refused_by_name(
                "--threads", "--validate", "--extra-corpus", "--extra-copies", "--teacher",
                "--distil-weight", "--band-channels", "--time-channels", "--input-bands",
                "--dropout", "--train-fraction", "--ema", "--balance"]),
+    (["finetune"], ["--corpus", "--out", "--every", "--copies", "--train-from", "--epochs",
+                    "--batch-examples", "--learning-rate", "--head-learning-rate", "--folds",
+                    "--seed", "--threads"]),
 ])  # fmt: skip
 def test_barkwatch_train_and_each_command_explain_their_options(
     command: list[str], options: list[str]

@@ -44,6 +44,7 @@ from analyzer.detect import (
 )
 from training import trainset
 from training.corpus import licence_counts, read_manifests
+from training.finetune import add_finetune_parser, run_finetune
 from training.fit import (
     BALANCE,
     DISTIL_WEIGHT,
@@ -368,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         "fit": (run_fit, add_fit_parser(commands)),
         "head": (run_head, add_head_parser(commands)),
         "privacy": (run_privacy, add_privacy_parser(commands)),
+        "finetune": (run_finetune, add_finetune_parser(commands)),
     }
     args = parser.parse_args(argv)
     run, command_parser = handlers[args.command]

@@ -327,39 +327,54 @@ def evaluate(clips: list[CorpusClip], recipe: Recipe,
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m training.finetune --corpus DIR [--corpus DIR ...] [--out report.json]``."""
+
+def add_finetune_parser(commands: Any) -> Any:
+    """``barkwatch-train finetune``: the options of :class:`Recipe`, the corpora, --out."""
     import argparse
-    import json
     from pathlib import Path
 
-    from training.head_data import read_corpora
-
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser: argparse.ArgumentParser = commands.add_parser(
+        "finetune", help="fine-tune YAMNet's top blocks for dogs; judge them on left-out "
+        "sources against untouched YAMNet",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, action="append", required=True, metavar="DIR",
                         help="folder with manifest.csv and audio (repeatable)")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
-    parser.add_argument("--limit", type=int, default=0,
-                        help="use only every n-th clip (a quick look; 0: all)")
+    parser.add_argument("--every", type=int, default=1, metavar="N",
+                        help="use every N-th clip only (a quick look; default 1: all)")
+    helps = {"copies": "placed copies of each clip for training",
+             "train_from": "first separable block trained (1-13; the rest stays frozen)",
+             "epochs": "passes over the training examples", "batch_examples":
+             "examples per step", "learning_rate": "Adam's rate for the blocks",
+             "head_learning_rate": "Adam's rate for the dog output", "folds":
+             "folds of sources (each trained without its sources)", "seed": "seed of every "
+             "draw", "threads": "PyTorch threads"}
     for field, default in Recipe().__dict__.items():
         parser.add_argument(f"--{field.replace('_', '-')}", type=type(default), default=default,
-                            help=f"default {default}")
-    args = parser.parse_args(argv)
+                            help=f"{helps[field]} (default {default})")
+    return parser
+
+
+def run_finetune(args: Any, parser: Any) -> int:
+    """Check the options, run :func:`evaluate`, print (and write) the figures as JSON."""
+    import json
+
+    from training.head_data import read_corpora
+
     for corpus in args.corpus:
         if not (corpus / "manifest.csv").is_file():
             parser.error(f"{corpus}/manifest.csv not found")
+    if not 1 <= args.train_from <= 13:
+        parser.error(f"--train-from must be a separable block 1-13, not {args.train_from}")
+    if min(args.copies + 1, args.epochs, args.batch_examples, args.folds - 1, args.every,
+           args.threads) < 1:
+        parser.error("--copies must be 0 or more, --folds 2 or more, and --epochs, "
+                     "--batch-examples, --every and --threads 1 or more")
     recipe = Recipe(**{f: getattr(args, f) for f in Recipe().__dict__})
-    clips = read_corpora(args.corpus)
-    if args.limit:
-        clips = clips[:: args.limit]
+    clips = read_corpora(args.corpus)[:: args.every]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    report = evaluate(clips, recipe)
-    text = json.dumps(report, indent=1)
+    text = json.dumps(evaluate(clips, recipe), indent=1)
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
