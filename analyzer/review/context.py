@@ -13,8 +13,10 @@ from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
 from analyzer.cases import CaseFile, format_time
+from analyzer.review.limits import QueryGate
 from analyzer.review.queries import DailyFrames
 from analyzer.review.ratelimit import LoginLimiter
+from analyzer.review.renders import Renders
 from analyzer.review.sessions import CSRF_FIELD, SessionRegistry, csrf_token
 from analyzer.review.settings import ReviewSettings
 from analyzer.review.verification import LinkVerifier
@@ -37,6 +39,10 @@ class Review:
                                     settings.failure_window_s)
         self.verifier = LinkVerifier(self.client, settings.verification_reuse_s, clock)
         self.day_frames = DailyFrames(self.client, settings.verification_reuse_s, clock)
+        limits = settings.limits
+        self.renders = Renders(limits.render_workers, limits.render_queue,
+                               limits.render_timeout_s)
+        self.plot_queries = QueryGate(limits.queries_per_officer, limits.queries_in_all)
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.globals["format_time"] = format_time
         self.templates.env.filters["ago"] = ago

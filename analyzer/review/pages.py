@@ -23,7 +23,9 @@ from analyzer.cases import (
 from analyzer.cases.store import MAX_NOTE_CHARS
 from analyzer.errors import AnalyzerError
 from analyzer.review.context import Review
+from analyzer.review.limits import QueriesBusy
 from analyzer.review.queries import QueryInputError, device_clause, device_state, plot_data
+from analyzer.review.renders import RenderRefused
 from analyzer.review.sessions import OfficerSession
 from analyzer.store import load_events
 
@@ -114,16 +116,23 @@ def report_html(review: Review, request: Request, session: OfficerSession) -> Re
 
 
 def report_pdf(review: Review, request: Request, session: OfficerSession) -> Response:
-    """The same report as PDF (WeasyPrint renders the same HTML, as ``barkwatch report``)."""
+    """The same report as PDF (WeasyPrint renders the same HTML, as ``barkwatch report``),
+    made in a renderer process bounded in number and time (:mod:`renders`): 503 when all
+    places are taken (before any work), 504 past the time limit."""
     from analyzer.reports import render_html
 
-    data = _report_data(review, request, session)
-    import weasyprint  # heavy: only when a PDF is asked for
-
-    pdf = weasyprint.HTML(string=render_html(data)).write_pdf()
-    name = f"complaint-{data.view.complaint.id}.pdf"
-    return Response(pdf, media_type="application/pdf", headers={
-        "Content-Disposition": f'inline; filename="{name}"', "Cache-Control": "no-store"})
+    try:
+        ticket = review.renders.reserve()
+    except RenderRefused as exc:
+        return review.error(request, exc.status, str(exc))
+    try:
+        data = _report_data(review, request, session)
+        document = render_html(data)
+    except BaseException:
+        ticket.release()
+        raise
+    return ticket.response(document, f"complaint-{data.view.complaint.id}.pdf",
+                           lambda status, message: review.error(request, status, message))
 
 
 def _link(store: CaseStore, complaint_id: int, link_id: int) -> Any:
@@ -192,8 +201,12 @@ def finding_data(review: Review, request: Request, session: OfficerSession) -> R
         raise QueryInputError(f"a plot spans {MIN_PLOT_SPAN_NS // NS} s to "
                               f"{MAX_PLOT_SPAN_NS // NS // 86400} days; asked "
                               f"{(end_ns - start_ns) / NS:.0f} s")
-    data = plot_data(review.client, link.device_id, start_ns, end_ns,
-                     review.settings.plot_points)
+    try:
+        with review.plot_queries.place(session.officer):
+            data = plot_data(review.client, link.device_id, start_ns, end_ns,
+                             review.settings.plot_points, review.settings.limits.rollup_from_s)
+    except QueriesBusy as exc:
+        return review.error(request, 503, f"Not answered now: {exc}.")
     return JSONResponse(data.as_json(), headers={"Cache-Control": "no-store"})
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from analyzer.cases import CITY_ZONE
 from analyzer.errors import AnalyzerError
 from analyzer.store import InfluxClient
+from analyzer.store.rollup import LEVEL_ROLLUP, PROGRESS_ROLLUP, ROLLUP_S
 from sensor.wire import DEVICE_ID_PATTERN
 
 NS = 1_000_000_000
@@ -71,13 +72,14 @@ class PlotData:
     event_counts: list[list[int]]  # [t_ms, events] per bucket when too many to list
     progress: list[list[Any]]  # [t_ms, longest episode_s, longest stretch_s] per bucket
     level_points: int | None  # frames stored in range when buckets are 1 s (None: not counted)
+    source: str = "level"  # the measurement levels were read from (level_1m: the rollup)
 
     def as_json(self) -> dict[str, Any]:
         """The JSON the finding page's script draws."""
         return {"start_ms": _ms(self.start_ns), "end_ms": _ms(self.end_ns),
                 "interval_s": self.interval_s, "levels": self.levels, "events": self.events,
                 "event_counts": self.event_counts, "progress": self.progress,
-                "level_points": self.level_points}
+                "level_points": self.level_points, "source": self.source}
 
 
 def _events(client: InfluxClient, where: str,
@@ -98,25 +100,34 @@ def _events(client: InfluxClient, where: str,
 
 
 def plot_data(client: InfluxClient, device_id: str, start_ns: int, end_ns: int,
-              max_points: int) -> PlotData:
+              max_points: int, rollup_from_s: int | None = None) -> PlotData:
     """Levels, dog events and the rules' progress of a device, downsampled by InfluxDB.
 
     The level query is two aggregates in one statement, each a pass over every point in
     range (a week: 604,800). Sent as concurrent queries they took 801 ms against 716 ms
-    one after the other on the loaded 2-core development machine, so they are not."""
+    one after the other on the loaded 2-core development machine, so they are not.
+    A range of at least ``rollup_from_s`` whose buckets are whole minutes is read from the
+    one-minute rollups (:mod:`analyzer.store.rollup`: 60 times fewer points, the same
+    means and maxima); None: always the frames."""
     where = f"{device_clause(device_id)} AND time >= {start_ns} AND time < {end_ns}"
     width = interval_s(end_ns - start_ns, max_points)
     group = f"GROUP BY time({width}s) fill(none)"
+    wide = (rollup_from_s is not None and width % ROLLUP_S == 0
+            and end_ns - start_ns >= rollup_from_s * NS)
+    level_sql = (f"SELECT sum(laeq_sum) / sum(frames), max(lafmax_db) FROM {LEVEL_ROLLUP}"
+                 if wide else "SELECT mean(laeq_db), max(lafmax_db) FROM level")
     levels = [[_ms(t), _round(mean), _round(peak)] for t, mean, peak in _values(client.query(
-        f"SELECT mean(laeq_db), max(lafmax_db) FROM level WHERE {where} {group}"))]
+        f"{level_sql} WHERE {where} {group}"))]
     events, counts = _events(client, where, group)
+    progress_from = PROGRESS_ROLLUP if wide else "rule_progress"
     progress = [[_ms(t), _round(episode, 1), _round(stretch, 1)]
                 for t, episode, stretch in _values(client.query(
-                    f"SELECT max(episode_s), max(stretch_s) FROM rule_progress WHERE {where} "
+                    f"SELECT max(episode_s), max(stretch_s) FROM {progress_from} WHERE {where} "
                     f"{group}"))]
     # The frames behind the buckets are counted only when each bucket is one frame.
     level_points = len(levels) if width == 1 else None
-    return PlotData(start_ns, end_ns, width, levels, events, counts, progress, level_points)
+    return PlotData(start_ns, end_ns, width, levels, events, counts, progress, level_points,
+                    LEVEL_ROLLUP if wide else "level")
 
 
 @dataclass(frozen=True)

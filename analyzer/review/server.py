@@ -22,7 +22,10 @@ def uvicorn_config(settings: ReviewSettings) -> uvicorn.Config:
         # it); anyone else's X-Forwarded-For is ignored.
         proxy_headers=bool(settings.trusted_proxy),
         forwarded_allow_ips=settings.trusted_proxy or None,
-        server_header=False, log_config=None, access_log=True)
+        server_header=False, log_config=None, access_log=True,
+        # SIGTERM: requests in flight get this long, then are cancelled (a PDF render is a
+        # process that is killed), so a stop ends within seconds (issue 33).
+        timeout_graceful_shutdown=settings.limits.graceful_shutdown_s)
 
 
 def serve(settings: ReviewSettings) -> None:

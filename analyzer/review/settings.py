@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analyzer.errors import AnalyzerError
+from analyzer.review.limits import LoadLimits
 from analyzer.store import InfluxSettings
 from sensor.configfile import describe, load, setting
 
@@ -46,6 +47,7 @@ class ReviewSettings:
         "of being recomputed again, and a device's frames counted per past day are reused "
         "as long; 0: recompute on every view", 0.0, 3600.0)
     influx: InfluxSettings = setting(InfluxSettings(), "database")
+    limits: LoadLimits = setting(LoadLimits(), "PDF renders, plot queries, stopping")
 
 
 class ReviewConfigError(AnalyzerError):

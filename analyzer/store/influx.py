@@ -34,6 +34,7 @@ from influxdb_client import Point, WritePrecision
 from analyzer.acoustics import BAND_INDICES, Background, EventAudibility
 from analyzer.detect import DogEvent
 from analyzer.errors import AnalyzerError, InfluxRejected, InfluxUnavailable
+from analyzer.store.rollup import create_rollups
 from sensor.configfile import setting
 from sensor.wire import Frame
 
@@ -321,6 +322,7 @@ class InfluxClient:
             return
         name = self.settings.database.replace('"', '\\"')
         self.query(f'CREATE DATABASE "{name}"', database="")
+        create_rollups(self)  # wide plots read the one-minute rollups (rollup.py)
 
     def ping(self) -> bool:
         """Whether InfluxDB answers at all (GET /ping)."""
