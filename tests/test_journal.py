@@ -4,8 +4,11 @@ restarted analyzer continues scoring, event tracking and ordering where the kill
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import pickle
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +18,6 @@ import soundfile
 from analyzer.config import AnalyzerConfig
 from analyzer.deploy.services import Services
 from analyzer.detect import DetectorSettings, DevicePipeline
-from analyzer.ingest import Analyzer
 from analyzer.ingest.device import DeviceAnalysis
 from analyzer.ingest.journal import KEEP_STORED_S, DeviceJournal, device_state_blob
 from analyzer.ingest.ordering import ReorderBuffer
@@ -24,7 +26,7 @@ from analyzer.store.influx import InfluxClient, InfluxSettings
 from sensor.config import MqttSettings
 from sensor.frames import frames_from_samples
 from sensor.wire import Frame, encode_frame, frame_topic
-from tests.conftest import publish_through_analyzer, sine, wait_until
+from tests.conftest import publish_through_analyzer, sine
 
 START_NS = 1_780_351_200_000_000_000
 NS = 1_000_000_000
@@ -183,16 +185,67 @@ def test_a_frame_held_for_its_predecessor_is_scored_after_a_restart(services: Se
     assert scores[3] is not None  # released by frame 2 in the restarted analyzer
 
 
-def test_a_journal_that_cannot_be_opened_stops_the_analyzer_naming_the_file(
-    services: Services, tmp_path: Path
+def _truncated(path: Path) -> None:
+    os.truncate(path, path.stat().st_size // 2)
+
+
+def _bad_header(path: Path) -> None:
+    with open(path, "r+b") as file:
+        file.write(b"not a sqlite fil")
+
+
+def _garbage_pages(path: Path) -> None:
+    with open(path, "r+b") as file:
+        file.seek(2 * 4096)
+        file.write(np.random.default_rng(32).bytes(4 * 4096))
+
+
+def _wrong_schema(path: Path) -> None:
+    path.unlink()
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE device_state (x)")
+
+
+def _directory(path: Path) -> None:
+    path.unlink()
+    path.mkdir()
+    (path / "inside").write_text("kept")
+
+
+@pytest.mark.parametrize("damage", [_truncated, _bad_header, _garbage_pages, _wrong_schema,
+                                    _directory])
+def test_a_damaged_journal_is_set_aside_and_storage_goes_on(
+    services: Services, tmp_path: Path, damage: Callable[[Path], None],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    config = _config(services, tmp_path)  # a directory, not a file SQLite can open
-    analyzer = Analyzer(config)
-    analyzer.start()
-    try:
-        wait_until(lambda: analyzer.failure is not None, timeout_s=30,
-                   what="the worker to stop")
-    finally:
-        analyzer.stop()
-    assert analyzer.failure is not None
-    assert analyzer.failure.startswith(f"JournalError: analyzer journal {tmp_path}:")
+    path = tmp_path / "journal.sqlite"
+    journal = DeviceJournal(path)  # a real journal of a few pages, then damaged
+    journal.save({"j-old": device_state_blob(ReorderBuffer(120), 0, None, None)},
+                 [("j-old", s, START_NS + s * NS) for s in range(3000)])
+    journal.close()
+    damage(path)
+    damaged_kind = "dir" if path.is_dir() else path.read_bytes()
+    caplog.set_level(logging.WARNING, logger="analyzer.ingest.service")
+    analyzer = publish_through_analyzer(_config(services, path), frame_topic("j-new"),
+                                        _payloads("j-new", 3), stored=3)
+    assert analyzer.failure is None
+    assert analyzer.counters.journal_set_aside == 1 and analyzer.counters.journal_off == 0
+    (aside,) = tmp_path.glob("journal.sqlite.damaged-*")
+    assert ("dir" if aside.is_dir() else aside.read_bytes()) == damaged_kind  # kept as found
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any(str(path) in m and str(aside) in m and "set aside" in m for m in errors)
+    (saved,), problems = DeviceJournal(path).load()  # the new journal took over
+    assert saved.device == "j-new" and problems == []
+
+
+def test_an_emptied_journal_says_every_device_starts_afresh(
+    services: Services, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "journal.sqlite"
+    path.write_bytes(b"")
+    caplog.set_level(logging.WARNING, logger="analyzer.ingest.service")
+    analyzer = publish_through_analyzer(_config(services, path), frame_topic("j-e"),
+                                        _payloads("j-e", 1), stored=1)
+    assert analyzer.counters.journal_set_aside == 0
+    assert any("holds no saved state" in r.getMessage() and "starts afresh" in r.getMessage()
+               for r in caplog.records)

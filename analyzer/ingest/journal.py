@@ -23,12 +23,15 @@ record it was made with (``context``); otherwise the device starts afresh, as be
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import os
 import pickle
 import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +65,33 @@ CREATE TABLE IF NOT EXISTS stored_frames (
 """
 
 
+# The columns each table must have, in order: a file with other tables of these names (another
+# program's, an older format's) is damaged for this analyzer and set aside.
+_COLUMNS = {"device_state": ["device", "format", "state"],
+            "stored_frames": ["device", "seq", "capture_ns"]}
+SET_ASIDE_SUFFIX = ".damaged-"  # journal.sqlite.damaged-20261202T142600Z
+
+
 class JournalError(Exception):
     """The journal could not be read or written; the message names the file and why."""
+
+
+def set_aside(path: Path, now: datetime | None = None) -> Path:
+    """Rename the damaged journal ``path`` (and its ``-wal`` and ``-shm`` files) to
+    ``PATH.damaged-YYYYMMDDTHHMMSSZ`` beside it, kept for inspection; the new name. Raises
+    OSError when it cannot be renamed."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    target = path.with_name(f"{path.name}{SET_ASIDE_SUFFIX}{stamp}")
+    n = 1
+    while target.exists() or target.is_symlink():
+        n += 1
+        target = path.with_name(f"{path.name}{SET_ASIDE_SUFFIX}{stamp}-{n}")
+    os.rename(path, target)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.rename(side, target.with_name(target.name + suffix))
+    return target
 
 
 def detection_context(analysis: DeviceAnalysis) -> str:
@@ -121,13 +149,52 @@ class DeviceJournal:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), isolation_level=None)
+            problem = self._damage()  # before anything writes: a damaged file stays as found
+            if problem:
+                raise JournalError(f"analyzer journal {self.path}: {problem}")
             self._db.execute("PRAGMA journal_mode=WAL")
             # NORMAL: a power cut may lose the last saves, never the file's integrity; a lost
             # save only means its frames are processed again (see the module docstring).
             self._db.execute("PRAGMA synchronous=NORMAL")
+            # INCREMENTAL: freed pages are handed back to the file system at every save, so
+            # the file shrinks when held frames are released (it never did: issue 32, 4).
+            if self._db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+                self._db.execute("VACUUM")  # auto_vacuum takes effect only after one
             self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
+            self._close_quietly()
             raise JournalError(f"analyzer journal {self.path}: {exc}") from exc
+        except JournalError:
+            self._close_quietly()
+            raise
+
+    def _damage(self) -> str | None:
+        """What makes the open file unusable as this journal (SQLite's quick check, tables of
+        another shape), or None."""
+        check = [row[0] for row in self._db.execute("PRAGMA quick_check(5)").fetchall()]
+        if check != ["ok"]:
+            said = "; ".join(str(c) for c in check).replace("\n", "; ")
+            return f"integrity check failed: {said[:500]}"
+        for table, columns in _COLUMNS.items():
+            found = [row[1] for row in self._db.execute(f"PRAGMA table_info({table})")]
+            if found and found != columns:  # missing tables are made
+                return f"table {table} has columns {found}, this analyzer needs {columns}"
+        return None
+
+    def _close_quietly(self) -> None:
+        db = getattr(self, "_db", None)
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+
+    @property
+    def empty(self) -> bool:
+        """Whether the journal holds no device state (new, or emptied)."""
+        try:
+            return self._db.execute("SELECT 1 FROM device_state LIMIT 1").fetchone() is None
+        except sqlite3.Error as exc:
+            raise JournalError(f"analyzer journal {self.path}: reading failed: {exc}") from exc
 
     def close(self) -> None:
         """Close the file."""

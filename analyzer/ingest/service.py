@@ -44,7 +44,13 @@ from analyzer.errors import AnalyzerError, InfluxUnavailable
 from analyzer.ingest.device import DeviceAnalysis, DeviceOutput
 from analyzer.ingest.frame_check import DEVICE_MISMATCH, Rejection, check_frame
 from analyzer.ingest.inbox import Inbox, InboxLimits
-from analyzer.ingest.journal import DeviceJournal, JournalError, SavedDevice, device_state_blob
+from analyzer.ingest.journal import (
+    DeviceJournal,
+    JournalError,
+    SavedDevice,
+    device_state_blob,
+    set_aside,
+)
 from analyzer.ingest.messages import parse_heartbeat, parse_status
 from analyzer.ingest.ordering import ReorderBuffer
 from analyzer.ingest.plausibility import time_problem
@@ -269,8 +275,17 @@ class Analyzer:
             log.warning("no journal_path: a restart will lose each device's detection state "
                         "(the event open at it loses its start; docs/FAULTS.md)")
             return
-        self._journal = DeviceJournal(self.config.journal_path)
-        saved, problems = self._journal.load()
+        path = Path(self.config.journal_path)
+        existed = path.exists() or path.is_symlink()
+        try:
+            self._journal = DeviceJournal(path)
+            saved, problems = self._journal.load()
+            empty = self._journal.empty
+        except JournalError as exc:
+            if self._journal is not None:
+                self._journal.close()
+            self._journal = self._journal_afresh(path, exc)
+            return
         for problem in problems:
             self.counters.journal_errors += 1
             log.error("journal %s: cannot restore %s; that device starts afresh",
@@ -287,6 +302,33 @@ class Analyzer:
         if saved:
             log.info("resumed the analysis state of %d device(s) from %s",
                      self.counters.devices_resumed, self.config.journal_path)
+        elif empty:
+            log.warning("journal %s %s: every device's detection starts afresh", path,
+                        "holds no saved state (emptied?)" if existed else "is new")
+
+    def _journal_afresh(self, path: Path, damage: JournalError) -> DeviceJournal | None:
+        """A journal that cannot be used must not stop storage (issue 32, 2): set it aside
+        (renamed, kept for inspection) and start an empty one; every device starts afresh
+        from the frames the broker still holds. Without even that, run without a journal."""
+        self.counters.journal_set_aside += 1
+        try:
+            moved: str = str(set_aside(path))
+        except OSError as exc:
+            moved = ""
+            log.error("%s; it could not be set aside (%s)", damage, exc)
+        if moved:
+            log.error("%s; set aside as %s (kept for inspection), a new journal is started: "
+                      "every device's detection starts afresh from the frames the broker "
+                      "still holds", damage, moved)
+            try:
+                return DeviceJournal(path)
+            except JournalError as exc:
+                damage = exc
+                log.error("%s", exc)
+        self.counters.journal_off = 1
+        log.error("running WITHOUT a journal (%s unusable: %s): a restart will lose each "
+                  "device's detection state; repair or remove it and restart", path, damage)
+        return None
 
     def _resume(self, saved: SavedDevice) -> None:
         now = self._clock()

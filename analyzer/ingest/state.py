@@ -50,6 +50,8 @@ class AnalyzerCounters:
     connect_failures: int = 0  # connection attempts that failed (refused, TLS, login)
     devices_resumed: int = 0  # devices whose saved state a restart restored (journal.py)
     journal_errors: int = 0  # saves or restores of the journal that failed (logged)
+    journal_set_aside: int = 0  # damaged journals renamed aside at start-up (journal.py)
+    journal_off: int = 0  # 1: no journal could be opened, running without one (logged)
 
 
 Ack = tuple[int, int, int]  # (connection generation, MQTT message id, QoS)
