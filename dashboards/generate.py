@@ -2,7 +2,7 @@
 
 Plain Python building the dashboard model Grafana 10/11 reads (``schemaVersion`` 39). Every
 query is raw InfluxQL against the provisioned data source ``barkwatch-influxdb``; field and tag
-names are those of README.md, "InfluxDB schema". The tests regenerate the dashboards, compare
+names are those of docs/INFLUXDB.md. The tests regenerate the dashboards, compare
 them with the committed JSON and run every query against a real InfluxDB that the analyzer
 filled, so edit this file, not the JSON, then run::
 

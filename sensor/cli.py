@@ -66,7 +66,7 @@ def _parse_pace(text: str) -> float | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (also used to render the README's usage)."""
+    """The argument parser (also used to render the usage in docs/COMMANDS.md)."""
     parser = argparse.ArgumentParser(prog="barkwatch-sensor", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(

@@ -147,7 +147,7 @@ def finite_float(text: str) -> float:
 
 
 def describe(cls: type, prefix: str = "") -> list[str]:
-    """One line per key: path, default and description (for ``--help`` and the README)."""
+    """One line per key: path, default, description (``--help``, docs/CONFIGURATION.md)."""
     lines: list[str] = []
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):

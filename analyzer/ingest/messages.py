@@ -11,8 +11,8 @@ from typing import Any
 
 from analyzer.errors import AnalyzerError
 
-# A heartbeat is about 600 bytes (README example); 16 KiB leaves room for new fields while
-# bounding what json.loads is given.
+# A heartbeat is about 600 bytes (the example in docs/WIRE.md); 16 KiB leaves room for new
+# fields while bounding what json.loads is given.
 MAX_HEARTBEAT_BYTES = 16 * 1024
 
 

@@ -3,7 +3,7 @@ pipeline in one process, through wire v2 and back, so offline and live give the 
 
 No broker, no database. This is the quickest way to try the product and the contract that
 outside evaluation tools read, so the JSON document is versioned (``schema``) and stable:
-fields are only ever added. The README documents every field.
+fields are only ever added. docs/OFFLINE.md documents every field.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 never in Python, and a device's state (online, last frame, calibration, coverage).
 
 Device ids are checked against the wire's pattern before they reach a query; times are
-integer ns. Schema: README, "InfluxDB schema".
+integer ns. Schema: docs/INFLUXDB.md.
 """
 
 from __future__ import annotations

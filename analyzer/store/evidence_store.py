@@ -32,7 +32,7 @@ from analyzer.ordinance import (
 from analyzer.store.influx import InfluxClient
 from sensor.wire import DEVICE_ID_PATTERN
 
-FRAME_NS = NS  # a frame is one second of capture time (README, wire format)
+FRAME_NS = NS  # a frame is one second of capture time (docs/WIRE.md, "Wire format v2")
 PAGE_ROWS = 10000
 
 

@@ -2,7 +2,7 @@
 
 Points are built with influxdb-client's ``Point`` (its line-protocol encoder). ``Point``
 silently drops NaN, infinite and None field values, so every value is checked first and a bad
-one raises instead of vanishing. Schema (README, "InfluxDB schema"):
+one raises instead of vanishing. Schema (docs/INFLUXDB.md):
 
 - ``level`` (tag ``device``): one point per frame at its capture time.
 - ``dog_event`` (tags ``device``, ``label``): one point per event at its onset, with its

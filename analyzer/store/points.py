@@ -1,6 +1,6 @@
 """InfluxDB points of the ordinance's output: evidence windows and the rules' progress.
 
-Built with influxdb-client's ``Point`` (its line-protocol encoder); schema in the README.
+Built with influxdb-client's ``Point`` (its line-protocol encoder); schema in docs/INFLUXDB.md.
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@
     const values = minutes.map((p) => p[index]).concat(limit_min === null ? [] : [limit_min]);
     const ps = scale(values, PANELS.progress, 0);
     axes(PANELS.progress, ps, "");
-    // The analyzer stores the progress every 10 s of capture time (README, MQTT topics).
+    // The analyzer stores the progress every 10 s of capture time (docs/WIRE.md, "MQTT topics").
     path(minutes, Math.max(interval_ms, 10000), "progress", ps, index);
     if (limit_min !== null) {
       el("line", { class: "limit", x1: LEFT, x2: RIGHT, y1: ps.y(limit_min), y2: ps.y(limit_min) });
