@@ -73,7 +73,7 @@ def test_a_step_layout_other_than_the_detectors_is_named() -> None:
     assert "the detector takes 32" in (shape_problem(FRAME, (32, 0.02)) or "")
 
 
-def test_implausible_times_are_stored_flagged_and_unscored_inconsistent_frames_dropped(
+def test_implausible_times_are_kept_at_arrival_unscored_inconsistent_frames_dropped(
     services: Services,
 ) -> None:
     now_ns = time.time_ns()
@@ -102,9 +102,12 @@ def test_implausible_times_are_stored_flagged_and_unscored_inconsistent_frames_d
         "SELECT seq, implausible_time, max_dog_score FROM level WHERE device = 'dev-p'"
     )[0]["values"]
     rows = {seq: (flag, score) for _, seq, flag, score in series}
-    assert sorted(rows) == [0, 1, 2, 3, 20, 21]
+    assert sorted(rows) == [0, 1, 2, 3]  # never at an implausible time (issue 32, item 3)
     assert all(rows[seq][0] is False and rows[seq][1] is not None for seq in range(4))
-    assert rows[20] == rows[21] == (True, None)
+    kept = InfluxClient(InfluxSettings(url=services.influx.url)).query(
+        "SELECT seq, capture_ns FROM implausible_frame WHERE device = 'dev-p'")[0]["values"]
+    assert sorted((seq, capture_ns) for _, seq, capture_ns in kept) == [
+        (20, future.capture_ns), (21, epoch.capture_ns)]
 
 
 # The sensor's own frame of a real recording: a 0.45 s bark padded with digital silence, so

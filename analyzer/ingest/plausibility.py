@@ -11,15 +11,18 @@ also has to be consistent with itself, with the device's earlier frames and with
 - :func:`shape_problem` (drop, ``malformed``): the step size and steps per second equal those
   the detector is built for (50 steps of 0.02 s; never those of a device's first frame, which
   an untrusted frame could set).
-- :func:`time_problem` (store flagged, ``implausible_time``): the capture time lies within
-  ``max_frame_age_s`` before and ``max_clock_ahead_s`` after the analyzer's clock.
+- :func:`time_problem` (kept at arrival time, ``implausible_time``): the capture time lies
+  within ``max_frame_age_s`` before and ``max_clock_ahead_s`` after the analyzer's clock.
 
 Why an implausible time is stored flagged rather than dropped: a sensor whose clock failed
 (a Raspberry Pi has no battery-backed clock; one that boots without network can read 1970 or
 last week) still measured real sound, and that record should survive for review. But its time
 cannot be trusted, and rules judge by capture time, so the frame is not scored: it yields no
-dog events, and its ``level`` point carries ``implausible_time = true`` (every other point
-has ``false``) so evidence queries exclude it with ``WHERE implausible_time = false``. A
+dog events and no ``level`` point. It is kept as an ``implausible_frame`` point at its arrival
+time with the claimed time as a field: written at the claimed time, a device's times spread
+over centuries made one InfluxDB shard per claimed week and exhausted InfluxDB (issue 32,
+item 3; ``analyzer.store.outside_window``). Every ``level`` point still carries
+``implausible_time = false``, so queries that filter on it keep working. A
 frame can legitimately be old only as long as the sensor's outbox (3 days by default) or the
 broker's queue (about 40 sensor-hours) can hold it, hence the 7-day default. Replaying an old
 recording through the live path needs a larger ``max_frame_age_s``; ``barkwatch analyze``

@@ -11,7 +11,8 @@ time). Malformed, oversized or mismatched messages are counted, logged and ackno
 (dropped); so is a message whose handling raised anything else (``handler_errors``): one
 message never stops the worker. Decoded frames are checked further
 (``analyzer.ingest.plausibility``): an inconsistent one is dropped as malformed, one with an
-implausible capture time is stored flagged (``implausible_time``) and not scored. A frame that
+implausible capture time is kept unscored at its arrival time (``implausible_frame``), never at
+the time it claims (``analyzer.store.outside_window``). A frame that
 waits in the reorder buffer for a missing predecessor is stored (unscored) and acknowledged at
 once, so waiting frames never fill the broker's in-flight window; its score is written when it
 is released (the gap filled, or given up after ``reorder_wait_s``). Points InfluxDB refuses
@@ -65,6 +66,7 @@ from analyzer.store import (
     status_point,
     write_with_retry,
 )
+from analyzer.store.outside_window import implausible_frame_point
 from sensor.errors import ConfigError, WireError, WireReason
 from sensor.features import HOP_S
 from sensor.publisher import connect_async, make_client
@@ -125,6 +127,7 @@ class Analyzer:
         self._batch_bytes = 0
         self._batch_acks: list[Ack] = []
         self._batch_started = 0.0
+        self._last_arrival_ns = 0
         self._next_stats = 0.0
         self._next_housekeeping = 0.0
         self._worker = threading.Thread(target=self._run, name="analyzer-worker", daemon=True)
@@ -594,20 +597,29 @@ class Analyzer:
         return analysis
 
     def _flag_implausible_time(self, frame: Frame, state: DeviceState, problem: str) -> None:
-        """Store the frame flagged and unscored: its time cannot be placed (see
-        ``analyzer.ingest.plausibility``)."""
+        """Keep the frame unscored, at its arrival time (``implausible_frame``, its claimed
+        time a field): a time outside the window cannot be placed (see
+        ``analyzer.ingest.plausibility``), and written at it would make an InfluxDB shard per
+        week it claims (``analyzer.store.outside_window``)."""
         self.counters.implausible_time += 1
         state.implausible += 1
         if state.implausible == 1 or state.implausible % IMPLAUSIBLE_LOG_EVERY == 0:
             log.warning(
-                "frame %d from %s: %s; stored with implausible_time=true, not scored "
-                "(%d such frame(s) from this device so far; is its clock synchronised?)",
+                "frame %d from %s: %s; kept as implausible_frame at its arrival time, not "
+                "scored (%d such frame(s) from this device so far; is its clock synchronised?)",
                 frame.seq,
                 frame.device_id,
                 problem,
                 state.implausible,
             )
-        self._queue_frame(frame, None, stores=True, implausible_time=True)
+        point = implausible_frame_point(frame, self._arrival_ns(), problem)
+        self._add_point(point, (frame.device_id, frame.seq, frame.capture_ns))
+
+    def _arrival_ns(self) -> int:
+        """The analyzer's clock, ns, never the same twice (points of one device at one time
+        would overwrite each other)."""
+        self._last_arrival_ns = max(time.time_ns(), self._last_arrival_ns + 1)
+        return self._last_arrival_ns
 
     def _queue_frame(self, frame: Frame, max_dog_score: float | None, stores: bool,
                      implausible_time: bool = False) -> None:
@@ -627,7 +639,22 @@ class Analyzer:
                 f"heartbeat device id {str(heartbeat.get('device_id'))[:80]!r} disagrees with "
                 "its topic"
             )
-        self._add_point(health_point(device, heartbeat))
+        claimed = heartbeat.get("time_ns")
+        problem = None
+        if isinstance(claimed, int) and not isinstance(claimed, bool) and claimed > 0:
+            problem = time_problem(claimed, time.time_ns(), self.config.max_frame_age_s,
+                                   self.config.max_clock_ahead_s)
+        if problem:  # stored at arrival, flagged: never a shard of its own (outside_window.py)
+            heartbeat = {**heartbeat, "time_ns": self._arrival_ns()}
+        point = health_point(device, heartbeat).field("implausible_time", bool(problem))
+        if problem:
+            point.field("claimed_time_ns", claimed)
+            self.counters.heartbeat_implausible_time += 1
+            if self.counters.heartbeat_implausible_time % IMPLAUSIBLE_LOG_EVERY == 1:
+                log.warning("heartbeat from %s: %s; stored at its arrival time with "
+                            "implausible_time=true (%d such heartbeat(s) so far)", device,
+                            problem, self.counters.heartbeat_implausible_time)
+        self._add_point(point)
         self.counters.heartbeats += 1
 
     def _handle_status(self, device: str, payload: bytes) -> None:

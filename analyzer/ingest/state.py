@@ -36,6 +36,7 @@ class AnalyzerCounters:
     sequence_restarts: int = 0
     heartbeats: int = 0
     heartbeat_malformed: int = 0
+    heartbeat_implausible_time: int = 0  # stored at arrival, flagged: time outside the window
     status_changes: int = 0
     status_malformed: int = 0
     handler_errors: int = 0  # messages whose handling raised unexpectedly: dropped
