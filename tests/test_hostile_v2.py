@@ -8,7 +8,11 @@ import dataclasses
 import json
 import time
 
+import paho.mqtt.client as mqtt
+
 from analyzer.deploy.services import Services
+from analyzer.ingest.inbox import Inbox, InboxLimits
+from analyzer.ingest.service import MAX_DROP_POINTS, Analyzer
 from analyzer.store.influx import InfluxClient, InfluxSettings
 from sensor.wire import encode_frame, frame_topic, heartbeat_topic
 from tests.conftest import wait_until
@@ -64,3 +68,53 @@ def test_frames_and_heartbeats_dated_over_centuries_make_no_shards_and_are_kept(
     assert sorted((row[1], row[2]) for row in beats) == sorted(
         [(True, 1), (True, 7_258_118_400 * NS), (False, None)])
     assert len(_query(services, "SELECT laeq_db FROM level WHERE device = 'good-1'")) == 3
+
+
+def _rows(services: Services, text: str) -> list[dict[str, object]]:
+    series = InfluxClient(InfluxSettings(url=services.influx.url)).query(text)
+    if not series:
+        return []
+    columns = series[0]["columns"]
+    return [dict(zip(columns, values, strict=True)) for values in series[0]["values"]]
+
+
+def test_a_qos0_burst_on_distinct_topics_makes_a_bounded_number_of_drop_points_once(
+    services: Services,
+) -> None:
+    config = analyzer_config(services)  # stats every second
+    analyzer = Analyzer(config)
+    analyzer._inbox = Inbox(InboxLimits(max_messages=20, device_qos0_messages=2))  # drops soon
+    analyzer.start()
+    wait_until(analyzer.connected.is_set, what="the analyzer to connect")
+    flooder = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2)
+    flooder.max_queued_messages_set(0)
+    flooder.connect(config.mqtt.host, config.mqtt.port)
+    flooder.loop_start()
+    payload = b"\\xc1" * 2000
+    valid = [f"burst-{i}" for i in range(600)]
+    invalid = [f"Bad-{i}\\\\" for i in range(300)] + [f"x y {i}" for i in range(300)]
+    try:
+        for _ in range(3):
+            for name in valid + invalid:
+                flooder.publish(f"barkwatch/v1/frames/{name}", payload, qos=0)
+        wait_until(lambda: analyzer._inbox.dropped > 0 and analyzer._inbox.empty(),
+                   timeout_s=60, what="drops, then an empty inbox")
+        time.sleep(0.5)  # the last QoS 0 messages on their way
+        dropped = analyzer._inbox.dropped
+        wait_until(lambda: analyzer._drops_written == analyzer._inbox.drops(), timeout_s=30,
+                   what="every drop counted in a point")
+        time.sleep(3 * config.stats_interval_s)  # intervals without drops: no points
+    finally:
+        flooder.disconnect()
+        flooder.loop_stop()
+        analyzer.stop()
+    rows = _rows(services, "SELECT * FROM analyzer_drops")
+    per_time: dict[object, int] = {}
+    for row in rows:
+        per_time[row["time"]] = per_time.get(row["time"], 0) + 1
+    assert dropped > 100
+    assert max(per_time.values()) <= MAX_DROP_POINTS + 2  # ten devices, _other, _invalid
+    assert {str(row["device"]) for row in rows} <= set(valid) | {"_other", "_invalid"}
+    assert sum(int(row.get("device_quota") or 0) + int(row.get("inbox_full") or 0)  # type: ignore[call-overload]
+               for row in rows) == analyzer._inbox.dropped
+    assert len(per_time) <= 10  # points only while drops happened, never one per interval

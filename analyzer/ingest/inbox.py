@@ -40,6 +40,7 @@ DEVICE_QUOTA = "device_quota"  # the device already had its share of QoS 0 messa
 INBOX_FULL = "inbox_full"  # the QoS 0 share of the whole inbox was in use
 DROP_REASONS = (DEVICE_QUOTA, INBOX_FULL)
 OTHER_DEVICES = "_other"  # drops of devices beyond MAX_DROP_DEVICES are counted under this
+INVALID_TOPICS = "_invalid"  # every topic that names no valid device id: one queue, one count
 MAX_DROP_DEVICES = 10_000  # per-device drop counts kept (topics are hostile input)
 PUT_POLL_S = 0.1  # how often a waiting put looks whether the analyzer is stopping
 

@@ -44,7 +44,7 @@ from analyzer.config import AnalyzerConfig
 from analyzer.errors import AnalyzerError, InfluxUnavailable
 from analyzer.ingest.device import DeviceAnalysis, DeviceOutput
 from analyzer.ingest.frame_check import DEVICE_MISMATCH, Rejection, check_frame
-from analyzer.ingest.inbox import Inbox, InboxLimits
+from analyzer.ingest.inbox import INVALID_TOPICS, OTHER_DEVICES, Inbox, InboxLimits
 from analyzer.ingest.journal import (
     DeviceJournal,
     JournalError,
@@ -90,6 +90,7 @@ WORKER_ERROR_BACKOFF_S = 1.0
 # the device's later frames are treated.
 FRAME_SHAPE = (round(1.0 / HOP_S), HOP_S)  # the CNN scores every 20 ms step of a second
 INBOX_LIMITS = InboxLimits()  # the queue from the MQTT thread to the worker (ingest/inbox.py)
+MAX_DROP_POINTS = 10  # analyzer_drops points of single devices per stats interval
 
 
 class Analyzer:
@@ -128,6 +129,7 @@ class Analyzer:
         self._batch_acks: list[Ack] = []
         self._batch_started = 0.0
         self._last_arrival_ns = 0
+        self._drops_written: dict[tuple[str, str], int] = {}  # inbox drops already written
         self._next_stats = 0.0
         self._next_housekeeping = 0.0
         self._worker = threading.Thread(target=self._run, name="analyzer-worker", daemon=True)
@@ -213,10 +215,12 @@ class Analyzer:
         # Bounded, and fair by device (analyzer.ingest.inbox): QoS 0 beyond a device's share is
         # dropped and counted; QoS 1, already acknowledged to its sensor by the broker, is never
         # dropped: this waits for room instead and the socket is not read meanwhile.
+        # Only a valid device id names a queue (and an analyzer_drops tag): every topic that
+        # is not one shares one queue and one QoS 0 share (refused by _dispatch as bad_topic).
         try:
-            device = message.topic.rpartition("/")[2]
-        except UnicodeDecodeError:  # refused by _dispatch as a bad topic
-            device = ""
+            device = device_from_topic(message.topic)[1]
+        except (UnicodeDecodeError, WireError):
+            device = INVALID_TOPICS
         self._inbox.put((self._generation, message), device,
                         len(message.payload) + len(device), message.qos, self.stop_event)
 
@@ -739,14 +743,28 @@ class Analyzer:
         log.info("analyzer: %s; %s", link, self.summary() or "idle")
 
     def _add_drop_points(self, now_ns: int) -> None:
-        """One ``analyzer_drops`` point per device whose QoS 0 messages the inbox dropped:
-        totals since start by reason (``device_quota``, ``inbox_full``)."""
-        by_device: dict[str, dict[str, int]] = {}
-        for (device, reason), count in self._inbox.drops().items():
-            by_device.setdefault(device, {})[reason] = count
-        for device, counts in sorted(by_device.items()):
+        """``analyzer_drops`` points of the QoS 0 messages the inbox dropped since the last
+        stats point, by reason: one per device for the ``MAX_DROP_POINTS`` devices that
+        dropped most, the rest summed under ``_other``; topics that name no valid device under
+        ``_invalid``. Bounded per interval whatever arrives, and none once drops stop (a burst
+        on distinct topics made a point per topic per interval forever: issue 32, item 5)."""
+        totals = self._inbox.drops()
+        fresh: dict[str, dict[str, int]] = {}
+        for (device, reason), count in totals.items():
+            new = count - self._drops_written.get((device, reason), 0)
+            if new > 0:
+                fresh.setdefault(device, {})[reason] = new
+        self._drops_written = totals
+        ranked = sorted(fresh.items(), key=lambda item: (-sum(item[1].values()), item[0]))
+        by_tag: dict[str, dict[str, int]] = {}
+        for rank, (device, counts) in enumerate(ranked):
+            tag = device if rank < MAX_DROP_POINTS or device == INVALID_TOPICS else OTHER_DEVICES
+            merged = by_tag.setdefault(tag, {})
+            for reason, count in counts.items():
+                merged[reason] = merged.get(reason, 0) + count
+        for tag, counts in sorted(by_tag.items()):
             point = (Point("analyzer_drops").tag("analyzer", self.config.client_id)
-                     .tag("device", device or "_none").time(now_ns, WritePrecision.NS))
+                     .tag("device", tag).time(now_ns, WritePrecision.NS))
             for reason, count in sorted(counts.items()):
                 point.field(reason, count)
             self._add_point(point)
