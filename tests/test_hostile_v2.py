@@ -118,3 +118,48 @@ def test_a_qos0_burst_on_distinct_topics_makes_a_bounded_number_of_drop_points_o
     assert sum(int(row.get("device_quota") or 0) + int(row.get("inbox_full") or 0)  # type: ignore[call-overload]
                for row in rows) == analyzer._inbox.dropped
     assert len(per_time) <= 10  # points only while drops happened, never one per interval
+
+
+def test_a_second_frame_at_a_stored_capture_time_is_refused_as_a_duplicate_time(
+    services: Services,
+) -> None:
+    config = analyzer_config(services)
+    frames = frames_of("same-t", 3)
+    twins = [dataclasses.replace(frames[1], seq=7, laeq_db=frames[1].laeq_db - 3.0),
+             dataclasses.replace(frames[2], seq=8)]  # same capture times, other numbers
+    analyzer = run_analyzer(config)
+    publisher = Publisher(config)
+    try:
+        for frame in [frames[0], frames[1], twins[0], frames[2], twins[1]]:
+            publisher.publish(frame_topic("same-t"), encode_frame(frame))
+        wait_until(lambda: analyzer.counters.frames_stored + analyzer.counters.duplicate_time
+                   == 5, timeout_s=60, what="five frames handled")
+    finally:
+        publisher.close()
+        analyzer.stop()
+    assert (analyzer.counters.frames_stored, analyzer.counters.duplicate_time) == (3, 2)
+    rows = _rows(services, "SELECT seq, laeq_db FROM level WHERE device = 'same-t'")
+    assert [row["seq"] for row in rows] == [0, 1, 2]  # what the counter says is stored
+    assert abs(float(str(rows[1]["laeq_db"])) - float(frames[1].laeq_db)) < 0.01  # the first
+
+
+def test_a_retained_frame_is_not_taken_again_at_each_reconnect(services: Services) -> None:
+    config = analyzer_config(services)
+    frame = frames_of("ret-1", 1)[0]
+    first = run_analyzer(config)
+    publisher = Publisher(config)
+    try:
+        publisher.publish(frame_topic("ret-1"), encode_frame(frame), retain=True)
+        wait_until(lambda: first.counters.frames_stored == 1, timeout_s=30,
+                   what="the live frame stored")
+    finally:
+        first.stop()
+    again = run_analyzer(config)  # the same persistent session subscribes again
+    try:
+        wait_until(lambda: again.counters.retained_frames == 1, timeout_s=30,
+                   what="the retained copy delivered")
+    finally:
+        publisher.close()
+        again.stop()
+    assert first.counters.retained_frames == 0
+    assert again.counters.frames_stored == 0

@@ -122,6 +122,7 @@ class Analyzer:
         self._touched: set[str] = set()  # devices whose state changed since the last save
         self._unsaved_keys: list[Key] = []  # stored frames a failed save did not record
         self._unstored: dict[Key, list[Ack]] = {}
+        self._unstored_times: set[tuple[str, int]] = set()  # (device, capture ns) of those
         self._ack_placed = False
         self._batch: list[str] = []  # line protocol
         self._batch_keys: list[Key | None] = []  # the frame each line stores, if any
@@ -430,6 +431,16 @@ class Analyzer:
             self._ack_later(ack)
             return
         payload = bytes(message.payload)
+        if kind == "frames" and message.retain:
+            # A retained frame is delivered again with every subscription, at each reconnect:
+            # a live frame is never delivered as retained (MQTT 3.1.1, 3.3.1.3), nor one the
+            # session queued, so dropping these loses nothing.
+            self.counters.retained_frames += 1
+            if self.counters.retained_frames % IMPLAUSIBLE_LOG_EVERY == 1:
+                log.warning("dropped a retained frame on %s (frames are never retained; %d so "
+                            "far)", message.topic, self.counters.retained_frames)
+            self._ack_later(ack)
+            return
         if kind == "frames":
             self._handle_frame(device, payload, ack)
             return
@@ -489,6 +500,17 @@ class Analyzer:
             self._unstored[key].append(ack)
             self._ack_placed = True
             return
+        if state.stored.has_time(frame.capture_ns) or key[::2] in self._unstored_times:
+            # Another frame (another seq) at a capture time already stored: its level point
+            # would overwrite that one's in InfluxDB (same series and time), so it is refused.
+            self.counters.duplicate_time += 1
+            if self.counters.duplicate_time % IMPLAUSIBLE_LOG_EVERY == 1:
+                log.warning("dropped frame %d of %s: a frame captured at %s (%d ns) is already "
+                            "stored (%d such frame(s) so far)", frame.seq, device,
+                            iso_time(frame.capture_ns), frame.capture_ns,
+                            self.counters.duplicate_time)
+            self._ack_later(ack)
+            return
         if frame.clock_step_ns:
             self.counters.clock_steps += 1
             log.warning("%s: its wall clock stepped by %+.3f s before frame %d (capture time "
@@ -506,6 +528,7 @@ class Analyzer:
             self._order_and_score(frame, state)
         # Last: the ack waits for the point queued above (acknowledged when it is stored).
         self._unstored[key] = [ack]
+        self._unstored_times.add(key[::2])
         self._ack_placed = True
 
     def _order_and_score(self, frame: Frame, state: DeviceState) -> None:
@@ -688,6 +711,7 @@ class Analyzer:
             if index not in refused_at:  # a refused frame is set aside, not stored
                 self.counters.frames_stored += 1
             acks.extend(self._unstored.pop(key, []))
+            self._unstored_times.discard(key[::2])
             state = self._devices.get(key[0])
             if state is not None:  # refused ones too: a redelivered copy would be refused again
                 state.stored.add(key[1:])

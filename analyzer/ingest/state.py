@@ -22,6 +22,8 @@ class AnalyzerCounters:
     events_stored: int = 0
     findings_stored: int = 0
     duplicates: int = 0
+    duplicate_time: int = 0  # a second frame of a device at a stored capture time: dropped
+    retained_frames: int = 0  # frames the broker delivered as retained messages: dropped
     malformed: int = 0
     oversize: int = 0
     device_mismatch: int = 0
@@ -75,14 +77,24 @@ class StoredFrames:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._keys: dict[tuple[int, int], None] = {}  # insertion order = age
+        self._times: dict[int, int] = {}  # capture time ns: the seq stored at it
 
     def __contains__(self, key: tuple[int, int]) -> bool:
         return key in self._keys
 
+    def has_time(self, capture_ns: int) -> bool:
+        """Whether a frame captured at ``capture_ns`` is stored (its ``level`` point would be
+        overwritten by another one at the same time: same series, same timestamp)."""
+        return capture_ns in self._times
+
     def add(self, key: tuple[int, int]) -> None:
         self._keys[key] = None
+        self._times[key[1]] = key[0]
         if len(self._keys) > self.limit:
-            del self._keys[next(iter(self._keys))]
+            seq, capture_ns = next(iter(self._keys))
+            del self._keys[(seq, capture_ns)]
+            if self._times.get(capture_ns) == seq:
+                del self._times[capture_ns]
 
 
 @dataclass
