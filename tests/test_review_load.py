@@ -187,8 +187,8 @@ def test_plot_queries_past_the_officers_and_the_overall_limit_are_answered_503(
         assert fetch(browser, data)[0] == 200 and gate.running == 1
 
 
-def descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` (from /proc)."""
+def descendants(pid: int, below: int = 1) -> set[int]:
+    """Every process ``below`` or more generations under ``pid`` (from /proc)."""
     parents: dict[int, int] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -198,11 +198,12 @@ def descendants(pid: int) -> set[int]:
         if fields[0] not in ("Z", "X"):
             parents[int(stat.parent.name)] = int(fields[1])
     found, frontier = set(), {pid}
-    for _ in range(10):  # a render is two levels down (fork server, renderer)
+    for generation in range(1, 10):  # a renderer is two down (fork server, renderer)
         frontier = {child for child, parent in parents.items() if parent in frontier}
         if not frontier:
             break
-        found |= frontier
+        if generation >= below:
+            found |= frontier
     return found
 
 
@@ -223,8 +224,8 @@ def test_sigterm_stops_the_server_within_seconds_while_a_render_runs(scene: Scen
         browser = Browser(base)
         browser.sign_in()
         request = open_request(browser, f"/cases/{scene.heavy}/report.pdf")
-        wait_until(lambda: len(descendants(server.pid)) >= 2, 60,
-                   "the render to start (fork server and renderer)")
+        wait_until(lambda: bool(descendants(server.pid, below=2)), 60,
+                   "the renderer to start (a child of the fork server)")
         below = descendants(server.pid)
         server.send_signal(signal.SIGTERM)
         try:

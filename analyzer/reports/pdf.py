@@ -1,16 +1,37 @@
 """The PDF of a report, made in a process of its own (:mod:`analyzer.review.renders` starts
-it and kills it at its time limit). Imported by the renderers' fork server once, so each
-render starts with WeasyPrint loaded."""
+it and kills it at its time limit): the case file and InfluxDB are read, the HTML written and
+rendered there, so a request that is given up costs nothing once its process is killed.
+Imported by the renderers' fork server once, so each render starts with WeasyPrint and
+matplotlib loaded."""
 
 from __future__ import annotations
 
 import math
+import os
 import resource
+import select
+import threading
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
 import weasyprint
 
+from analyzer.cases import CaseFile
+from analyzer.reports.gather import gather
+from analyzer.reports.html import render_html
+from analyzer.store import InfluxClient, InfluxSettings
+
 PDF, FAILED = b"P", b"E"  # the first byte of the answer
+
+
+@dataclass(frozen=True)
+class ReportJob:
+    """What a renderer needs to make one complaint's report (picklable)."""
+
+    cases_db: str
+    complaint_id: int
+    influx: InfluxSettings
+    now_ns: int
 
 
 def render_pdf(html: str) -> bytes:
@@ -19,14 +40,33 @@ def render_pdf(html: str) -> bytes:
     return pdf
 
 
-def render_in_child(answer: Connection, html: str, cpu_limit_s: float) -> None:
-    """Process target: render ``html`` and send ``PDF + bytes`` (or ``FAILED + reason``) on
-    ``answer``. The CPU-time limit ends the process by itself (SIGXCPU) should the server
-    that started it be gone and unable to kill it."""
+def report_pdf(job: ReportJob) -> bytes:
+    """The complaint's report as ``barkwatch report`` makes it, as PDF."""
+    with CaseFile(job.cases_db, lambda: job.now_ns) as store:
+        data = gather(store, job.complaint_id, InfluxClient(job.influx), now_ns=job.now_ns)
+    return render_pdf(render_html(data))
+
+
+def _exit_when_abandoned(answer: Connection) -> None:
+    """Thread: end this process as soon as the server closes its end of the pipe (it gave
+    up on the render, or it is gone: the kernel closes a dead process's pipes). A pipe's
+    write end reports POLLERR once no reader is left; no event is asked for, so nothing else
+    wakes it (once the answer is sent and the end closed here, POLLNVAL: done anyway)."""
+    poller = select.poll()
+    poller.register(answer.fileno(), 0)
+    poller.poll()
+    os._exit(3)
+
+
+def render_in_child(answer: Connection, job: ReportJob, cpu_limit_s: float) -> None:
+    """Process target: make the report of ``job`` and send ``PDF + bytes`` (or ``FAILED +
+    reason``) on ``answer``. The process ends by itself when the server stops waiting for
+    it, and at the CPU-time limit (SIGXCPU), should the server be unable to kill it."""
     limit = max(1, math.ceil(cpu_limit_s)) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
+    threading.Thread(target=_exit_when_abandoned, args=(answer,), daemon=True).start()
     try:
-        pdf = render_pdf(html)
+        pdf = report_pdf(job)
     except Exception as exc:  # the reason travels back to the request; nothing is lost
         answer.send_bytes(FAILED + f"{type(exc).__name__}: {exc}".encode())
     else:

@@ -117,21 +117,27 @@ def report_html(review: Review, request: Request, session: OfficerSession) -> Re
 
 def report_pdf(review: Review, request: Request, session: OfficerSession) -> Response:
     """The same report as PDF (WeasyPrint renders the same HTML, as ``barkwatch report``),
-    made in a renderer process bounded in number and time (:mod:`renders`): 503 when all
-    places are taken (before any work), 504 past the time limit."""
-    from analyzer.reports import render_html
+    gathered and rendered in a renderer process bounded in number and time (:mod:`renders`):
+    503 when all places are taken (before any work), 504 past the time limit."""
+    from analyzer.reports.pdf import ReportJob
 
     try:
         ticket = review.renders.reserve()
     except RenderRefused as exc:
         return review.error(request, exc.status, str(exc))
     try:
-        data = _report_data(review, request, session)
-        document = render_html(data)
+        complaint_id = int(request.path_params["complaint"])
+        with review.case_file() as store:
+            complaint = store.complaint(complaint_id)
+            # The report names the complainant of every complaint at the address (section 8).
+            _audit_identity(store, session, request,
+                            [c.id for c in store.complaints(complaint.address_id)])
     except BaseException:
         ticket.release()
         raise
-    return ticket.response(document, f"complaint-{data.view.complaint.id}.pdf",
+    job = ReportJob(review.settings.cases_db, complaint_id, review.settings.influx,
+                    review.clock())
+    return ticket.response(job, f"complaint-{complaint_id}.pdf",
                            lambda status, message: review.error(request, status, message))
 
 

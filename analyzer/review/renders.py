@@ -1,8 +1,10 @@
 """PDF reports rendered in worker processes, bounded in number, time and waiting.
 
 A request first takes a place (:meth:`Renders.reserve`): at most ``workers + queue`` at once,
-anyone past that is answered 503 before any work is done. Its render then runs in a process
-of its own (started by a fork server that has WeasyPrint loaded), which is killed when it
+anyone past that is answered 503 before any work is done. Its report (reading the case file
+and InfluxDB, the plots, the HTML, the PDF: :func:`analyzer.reports.pdf.report_pdf`) is then
+made in a process of its own (started by a fork server that has WeasyPrint and matplotlib
+loaded), which is killed when it
 passes ``timeout_s`` (504), when the browser goes away (the request's disconnect cancels it),
 or when the server stops. Pages never wait for a render: the event loop only polls a pipe.
 """
@@ -24,7 +26,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from analyzer.errors import AnalyzerError
-from analyzer.reports.pdf import FAILED, PDF, render_in_child
+from analyzer.reports.pdf import FAILED, PDF, ReportJob, render_in_child
 
 log = logging.getLogger(__name__)
 POLL_S = 0.05  # how often a waiting request looks at its renderer's pipe or a free worker
@@ -109,11 +111,11 @@ class Renders:
         raise RenderRefused(503, f"No PDF renderer came free within {self.timeout_s:g} s; "
                             "try again in a minute.")
 
-    async def _render(self, html: str) -> bytes:
+    async def _render(self, job: ReportJob) -> bytes:
         await self._wait_for_worker(time.monotonic() + self.timeout_s)
         receiving, sending = self._context.Pipe(duplex=False)
         process = self._context.Process(target=render_in_child, daemon=True,
-                                        args=(sending, html, self.timeout_s),
+                                        args=(sending, job, self.timeout_s),
                                         name="barkwatch-pdf")
         try:
             await anyio.to_thread.run_sync(process.start)
@@ -167,18 +169,19 @@ class Ticket:
             self._held = False
             self.renders._free()
 
-    async def render(self, html: str) -> bytes:
-        """The PDF of ``html`` (waits for a worker; :class:`RenderRefused` when not made)."""
+    async def render(self, job: ReportJob) -> bytes:
+        """The report of ``job`` as PDF (waits for a worker; :class:`RenderRefused` when not
+        made)."""
         try:
-            return await self.renders._render(html)
+            return await self.renders._render(job)
         finally:
             self.release()
 
-    def response(self, html: str, filename: str,
+    def response(self, job: ReportJob, filename: str,
                  on_refused: Callable[[int, str], Response]) -> Response:
         """The PDF as a response that renders while it is being sent, and stops the render
         if the browser goes away first; a refusal is answered with ``on_refused``."""
-        return PdfResponse(self, html, filename, on_refused)
+        return PdfResponse(self, job, filename, on_refused)
 
 
 async def _disconnected(receive: Receive) -> None:
@@ -191,18 +194,18 @@ async def _disconnected(receive: Receive) -> None:
 class PdfResponse(Response):
     """Renders in :meth:`__call__`, racing the render against the client's disconnect."""
 
-    def __init__(self, ticket: Ticket, html: str, filename: str,
+    def __init__(self, ticket: Ticket, job: ReportJob, filename: str,
                  on_refused: Callable[[int, str], Response]) -> None:
         super().__init__(media_type="application/pdf")
-        self.ticket, self.html, self.filename, self.on_refused = (ticket, html, filename,
-                                                                  on_refused)
+        self.ticket, self.job, self.filename, self.on_refused = (ticket, job, filename,
+                                                                 on_refused)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         result: list[Response] = []
 
         async def render(cancel: anyio.CancelScope) -> None:
             try:
-                pdf = await self.ticket.render(self.html)
+                pdf = await self.ticket.render(self.job)
             except RenderRefused as exc:
                 result.append(self.on_refused(exc.status, str(exc)))
             else:

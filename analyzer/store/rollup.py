@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 NS = 1_000_000_000
 ROLLUP_S = 60
 RESAMPLE_FOR = "2h"
+BACKFILL_CHUNK_NS = 86400 * NS  # one day per SELECT ... INTO
 LEVEL_ROLLUP = "level_1m"
 PROGRESS_ROLLUP = "rule_progress_1m"
 # name -> the SELECT ... INTO (without a time range or GROUP BY)
@@ -48,11 +49,22 @@ def create_rollups(client: InfluxClient) -> None:
         client.query(statement, database="")
 
 
-def backfill(client: InfluxClient, start_ns: int, end_ns: int) -> None:
-    """Compute the rollups over [start_ns, end_ns) now (rounded out to whole minutes), as the
-    continuous queries would have: for data stored before they existed, or arriving later
-    than RESAMPLE_FOR."""
+def backfill_statements(start_ns: int, end_ns: int) -> list[str]:
+    """The ``SELECT ... INTO`` statements that compute the rollups over [start_ns, end_ns)
+    (rounded out to whole minutes) as the continuous queries would have, a day per statement
+    (each stays well inside InfluxDB's query-timeout: a device's day is 86,400 frames)."""
     step = ROLLUP_S * NS
     first, last = start_ns // step * step, -(-end_ns // step) * step
-    for select in _SELECTS.values():
-        client.query(f"{select} WHERE time >= {first} AND time < {last} {_GROUP}")
+    statements = []
+    for day_start in range(first, last, BACKFILL_CHUNK_NS):
+        day_end = min(day_start + BACKFILL_CHUNK_NS, last)
+        statements += [f"{select} WHERE time >= {day_start} AND time < {day_end} {_GROUP}"
+                       for select in _SELECTS.values()]
+    return statements
+
+
+def backfill(client: InfluxClient, start_ns: int, end_ns: int) -> None:
+    """Compute the rollups over [start_ns, end_ns) now: for data stored before the continuous
+    queries existed, or arriving later than RESAMPLE_FOR."""
+    for statement in backfill_statements(start_ns, end_ns):
+        client.query(statement)
