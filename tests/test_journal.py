@@ -12,21 +12,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import paho.mqtt.client as mqtt
 import pytest
 import soundfile
 
 from analyzer.config import AnalyzerConfig
 from analyzer.deploy.services import Services
 from analyzer.detect import DetectorSettings, DevicePipeline
+from analyzer.ingest import Analyzer
 from analyzer.ingest.device import DeviceAnalysis
-from analyzer.ingest.journal import KEEP_STORED_S, DeviceJournal, device_state_blob
+from analyzer.ingest.journal import (
+    KEEP_STORED_S,
+    DeviceJournal,
+    HeldChanges,
+    device_state_blob,
+)
 from analyzer.ingest.ordering import ReorderBuffer
 from analyzer.ordinance import EvidenceChain
 from analyzer.store.influx import InfluxClient, InfluxSettings
 from sensor.config import MqttSettings
 from sensor.frames import frames_from_samples
 from sensor.wire import Frame, encode_frame, frame_topic
-from tests.conftest import publish_through_analyzer, sine
+from tests.conftest import publish_through_analyzer, sine, wait_until
 
 START_NS = 1_780_351_200_000_000_000
 NS = 1_000_000_000
@@ -88,13 +95,16 @@ def test_the_journal_gives_back_the_saved_state_and_the_stored_frames(tmp_path: 
     analysis.feed(frames[0])
     journal = DeviceJournal(tmp_path / "journal.sqlite")
     journal.save({"j-1": device_state_blob(reorder, 2, frames[0].end_ns, analysis)},
-                 [("j-1", 0, frames[0].capture_ns), ("j-1", 2, frames[2].capture_ns)])
+                 [("j-1", 0, frames[0].capture_ns), ("j-1", 2, frames[2].capture_ns)],
+                 HeldChanges(added=[("j-1", frames[2])]))
     journal.close()
     (saved,), problems = DeviceJournal(tmp_path / "journal.sqlite").load()
     assert problems == []
     assert (saved.device, saved.implausible, saved.fed_end_ns) == ("j-1", 2, frames[0].end_ns)
     assert saved.stored == [(0, frames[0].capture_ns), (2, frames[2].capture_ns)]
-    assert saved.reorder.next_seq == 1 and saved.reorder.waiting == 1
+    assert saved.reorder.next_seq == 1 and saved.reorder.waiting == 0  # held apart
+    assert [f.seq for f in saved.held] == [2]
+    saved.reorder.hold_again(saved.held, 0.0)
     assert [f.seq for f in saved.reorder.push(frames[1])] == [1, 2]
     fresh = _analysis()
     assert saved.restore_into(fresh)
@@ -249,3 +259,47 @@ def test_an_emptied_journal_says_every_device_starts_afresh(
     assert analyzer.counters.journal_set_aside == 0
     assert any("holds no saved state" in r.getMessage() and "starts afresh" in r.getMessage()
                for r in caplog.records)
+
+
+def _journal_numbers(path: Path) -> tuple[int, int, int]:
+    """(held frame rows, largest device state blob, pages in use) of the journal at ``path``,
+    read beside the running analyzer."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        held = db.execute("SELECT count(*) FROM held_frames").fetchone()[0]
+        blob = db.execute("SELECT max(length(state)) FROM device_state").fetchone()[0]
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+    finally:
+        db.close()
+    return held, blob, pages
+
+
+def test_held_frames_are_rows_written_once_and_deleted_when_released(
+    services: Services, tmp_path: Path
+) -> None:
+    path = tmp_path / "journal.sqlite"
+    config = _config(services, path)
+    payloads = _payloads("j-many", 102)
+    analyzer = Analyzer(config)
+    analyzer.start()
+    publisher = mqtt.Client(callback_api_version=mqtt.CallbackAPIVersion.VERSION2)
+    publisher.connect(config.mqtt.host, config.mqtt.port)
+    publisher.loop_start()
+    try:
+        wait_until(analyzer.connected.is_set, what="the analyzer to connect")
+        for payload in payloads[:1] + payloads[2:]:  # frame 1 missing: 100 frames wait for it
+            publisher.publish(frame_topic("j-many"), payload, qos=1).wait_for_publish(10)
+        wait_until(lambda: analyzer.counters.frames_stored == 101, what="100 held frames")
+        held, blob, pages_held = _journal_numbers(path)
+        assert held == 100
+        assert blob < 64 * 1024  # the device's state without the frames (each ~25 KB)
+        publisher.publish(frame_topic("j-many"), payloads[1], qos=1).wait_for_publish(10)
+        wait_until(lambda: analyzer.counters.frames_stored == 102, what="frame 1 stored")
+        held, _, pages_released = _journal_numbers(path)
+    finally:
+        publisher.disconnect()
+        publisher.loop_stop()
+        analyzer.stop()
+    assert held == 0
+    assert pages_released < pages_held / 2  # freed pages handed back: the file shrinks
+    assert path.stat().st_size <= pages_released * 4096 + 4096

@@ -70,6 +70,23 @@ class ReorderBuffer:
         not continue the old process's): each waits ``max_wait_s`` again at most."""
         self._waiting = {seq: (frame, now_s) for seq, (frame, _) in self._waiting.items()}
 
+    def held(self) -> dict[tuple[int, int], Frame]:
+        """The waiting frames by (seq, capture ns)."""
+        return {(seq, frame.capture_ns): frame for seq, (frame, _) in self._waiting.items()}
+
+    def without_held(self) -> ReorderBuffer:
+        """A copy of this buffer's counting state without its waiting frames (the journal
+        keeps those as rows of their own, ``analyzer.ingest.journal``)."""
+        copy = ReorderBuffer(self.window, self.max_wait_s)
+        copy.__dict__.update({k: v for k, v in self.__dict__.items() if k != "_waiting"})
+        copy._waiting = {}
+        return copy
+
+    def hold_again(self, frames: list[Frame], now_s: float) -> None:
+        """Make ``frames`` wait again (restored after a restart), as arrived at ``now_s``."""
+        for frame in frames:
+            self._waiting[frame.seq] = (frame, now_s)
+
     @property
     def waiting(self) -> int:
         """Frames held for a missing predecessor."""

@@ -47,6 +47,7 @@ from analyzer.ingest.frame_check import DEVICE_MISMATCH, Rejection, check_frame
 from analyzer.ingest.inbox import INVALID_TOPICS, OTHER_DEVICES, Inbox, InboxLimits
 from analyzer.ingest.journal import (
     DeviceJournal,
+    HeldChanges,
     JournalError,
     SavedDevice,
     device_state_blob,
@@ -344,10 +345,12 @@ class Analyzer:
         reorder.window, reorder.max_wait_s = (self.config.reorder_window_frames,
                                               self.config.reorder_wait_s)
         reorder.restamp(now)
+        reorder.hold_again(saved.held, now)
         state = DeviceState(reorder, StoredFrames(STORED_FRAMES_PER_DEVICE), now,
                             implausible=saved.implausible, fed_end_ns=saved.fed_end_ns)
         for key in saved.stored:
             state.stored.add(key)
+        state.held_saved = set(reorder.held())
         self._devices[saved.device] = state
         if saved.fed_end_ns is not None:
             state.analysis = self._new_device(saved.device, saved.fed_end_ns)
@@ -363,8 +366,15 @@ class Analyzer:
         if self._journal is None or not (self._touched or stored):
             return
         states: dict[str, bytes | None] = {}
+        held = HeldChanges()
+        saved_held: dict[str, set[tuple[int, int]]] = {}
         for device in self._touched:
             state = self._devices.get(device)
+            if state is not None:  # only the frames that began or stopped waiting
+                now_held = state.reorder.held()
+                held.added += [(device, now_held[k]) for k in now_held.keys() - state.held_saved]
+                held.removed += [(device, *k) for k in state.held_saved - now_held.keys()]
+                saved_held[device] = set(now_held)
             try:
                 states[device] = None if state is None else device_state_blob(
                     state.reorder, state.implausible, state.fed_end_ns, state.analysis)
@@ -374,7 +384,7 @@ class Analyzer:
                 log.error("%s: its analysis state cannot be saved (%s: %s); a restart now "
                           "starts it afresh", device, type(exc).__name__, exc)
         try:
-            self._journal.save(states, self._unsaved_keys + stored)
+            self._journal.save(states, self._unsaved_keys + stored, held)
         except JournalError as exc:
             # Acknowledged all the same (the frames are stored); saved again with the next
             # batch. A restart before that restores these devices' previous state.
@@ -383,6 +393,8 @@ class Analyzer:
             log.error("%s; retried with the next batch", exc)
             return
         self._unsaved_keys = []
+        for device, keys in saved_held.items():
+            self._devices[device].held_saved = keys
         self._touched.clear()
 
     def _ack_later(self, ack: Ack) -> None:

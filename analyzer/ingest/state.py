@@ -6,7 +6,7 @@ the device goes quiet.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from analyzer.ingest.device import DeviceAnalysis
@@ -107,3 +107,4 @@ class DeviceState:
     analysis: DeviceAnalysis | None = None
     implausible: int = 0
     fed_end_ns: int | None = None  # end of the last frame the pipeline took (journal.py)
+    held_saved: set[tuple[int, int]] = field(default_factory=set)  # (seq, ns) in the journal
