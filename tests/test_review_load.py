@@ -125,13 +125,16 @@ def open_request(browser: Browser, path: str) -> socket.socket:
     return sock
 
 
-def test_a_pdf_is_made_in_a_renderer_process_that_is_gone_afterwards(scene: Scene) -> None:
+def test_the_pdf_and_the_html_report_are_made_in_renderers_that_are_gone_afterwards(
+        scene: Scene) -> None:
     with serving(scene) as running:
         browser = Browser(running.base)
         browser.sign_in()
         status, body = fetch(browser, f"/cases/{scene.case.complaint}/report.pdf")
         assert status == 200 and body[:5] == b"%PDF-"
-        assert len(running.review.renders.pids) == 1
+        status, body = fetch(browser, f"/cases/{scene.case.complaint}/report.html")
+        assert status == 200 and b"Ann Neighbour" in body and b"<script" not in body
+        assert len(running.review.renders.pids) == 2
         assert running.review.renders.places == 0 and running.review.renders.running == 0
         wait_until(lambda: gone(running.review.renders.pids[-1]), 10, "the renderer to exit")
 
@@ -142,7 +145,7 @@ def test_a_render_past_its_time_limit_is_killed_and_answered_504(scene: Scene) -
         browser.sign_in()
         status, body = fetch(browser, f"/cases/{scene.case.complaint}/report.pdf")
         assert status == 504
-        assert b"The PDF took longer than 0.01 s to make and was stopped" in body
+        assert b"The report took longer than 0.01 s to make and was stopped" in body
         assert running.review.renders.running == 0
         wait_until(lambda: gone(running.review.renders.pids[-1]), 10, "the renderer to die")
 
@@ -157,7 +160,9 @@ def test_pdfs_past_the_renderers_places_are_answered_503_and_an_abandoned_one_st
         try:
             wait_until(lambda: renders.running == 1, 60, "the heavy render to start")
             status, body = fetch(browser, f"/cases/{scene.case.complaint}/report.pdf")
-            assert status == 503 and b"The PDF renderer is busy" in body
+            assert status == 503 and b"The report renderer is busy" in body
+            status, body = fetch(browser, f"/cases/{scene.case.complaint}/report.html")
+            assert status == 503 and b"The report renderer is busy" in body  # the same places
             assert fetch(browser, "/cases")[0] == 200  # pages are answered meanwhile
         finally:
             abandoned.close()

@@ -1,6 +1,7 @@
-"""The PDF of a report, made in a process of its own (:mod:`analyzer.review.renders` starts
-it and kills it at its time limit): the case file and InfluxDB are read, the HTML written and
-rendered there, so a request that is given up costs nothing once its process is killed.
+"""The PDF (or the HTML) of a report, made in a process of its own
+(:mod:`analyzer.review.renders` starts it and kills it at its time limit): the case file and
+InfluxDB are read, the HTML written and rendered there, so a request that is given up costs
+nothing once its process is killed.
 Imported by the renderers' fork server once, so each render starts with WeasyPrint and
 matplotlib loaded."""
 
@@ -21,7 +22,7 @@ from analyzer.reports.gather import gather
 from analyzer.reports.html import render_html
 from analyzer.store import InfluxClient, InfluxSettings
 
-PDF, FAILED = b"P", b"E"  # the first byte of the answer
+DOCUMENT, FAILED = b"D", b"E"  # the first byte of the answer
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class ReportJob:
     complaint_id: int
     influx: InfluxSettings
     now_ns: int
+    html_only: bool = False  # the HTML page (UTF-8) instead of the PDF
 
 
 def render_pdf(html: str) -> bytes:
@@ -40,11 +42,13 @@ def render_pdf(html: str) -> bytes:
     return pdf
 
 
-def report_pdf(job: ReportJob) -> bytes:
-    """The complaint's report as ``barkwatch report`` makes it, as PDF."""
+def report_document(job: ReportJob) -> bytes:
+    """The complaint's report as ``barkwatch report`` makes it: the PDF, or with
+    ``html_only`` the HTML (UTF-8)."""
     with CaseFile(job.cases_db, lambda: job.now_ns) as store:
         data = gather(store, job.complaint_id, InfluxClient(job.influx), now_ns=job.now_ns)
-    return render_pdf(render_html(data))
+    html = render_html(data)
+    return html.encode("utf-8") if job.html_only else render_pdf(html)
 
 
 def _exit_when_abandoned(answer: Connection) -> None:
@@ -59,17 +63,17 @@ def _exit_when_abandoned(answer: Connection) -> None:
 
 
 def render_in_child(answer: Connection, job: ReportJob, cpu_limit_s: float) -> None:
-    """Process target: make the report of ``job`` and send ``PDF + bytes`` (or ``FAILED +
-    reason``) on ``answer``. The process ends by itself when the server stops waiting for
+    """Process target: make the report of ``job`` and send ``DOCUMENT + bytes`` (or
+    ``FAILED + reason``) on ``answer``. The process ends by itself when the server stops waiting for
     it, and at the CPU-time limit (SIGXCPU), should the server be unable to kill it."""
     limit = max(1, math.ceil(cpu_limit_s)) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 1))
     threading.Thread(target=_exit_when_abandoned, args=(answer,), daemon=True).start()
     try:
-        pdf = report_pdf(job)
+        document = report_document(job)
     except Exception as exc:  # the reason travels back to the request; nothing is lost
         answer.send_bytes(FAILED + f"{type(exc).__name__}: {exc}".encode())
     else:
-        answer.send_bytes(PDF + pdf)
+        answer.send_bytes(DOCUMENT + document)
     finally:
         answer.close()

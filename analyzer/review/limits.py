@@ -36,6 +36,10 @@ class LoadLimits:
     rollup_from_s: int = setting(21600, "plots whose buckets are at least a minute and whose "
                                  "range is at least this long are drawn from the one-minute "
                                  "rollups (level_1m, rule_progress_1m), s", 3600, 2678400)
+    busy_answer_delay_s: float = setting(1.0, "a 503 for too many plot or PDF requests is "
+                                         "sent this long after the request (waiting costs "
+                                         "no thread), so a client that asks again at once "
+                                         "cannot flood the server with refusals, s", 0.0, 30.0)
     graceful_shutdown_s: int = setting(5, "on SIGTERM, requests in flight may finish for this "
                                        "long; then they are cancelled (renders killed), s",
                                        0, 60)

@@ -25,6 +25,7 @@ from analyzer.errors import AnalyzerError
 from analyzer.review.context import Review
 from analyzer.review.limits import QueriesBusy
 from analyzer.review.queries import QueryInputError, device_clause, device_state, plot_data
+from analyzer.review.refusals import LateResponse
 from analyzer.review.renders import RenderRefused
 from analyzer.review.sessions import OfficerSession
 from analyzer.store import load_events
@@ -95,36 +96,29 @@ def case_page(review: Review, request: Request, session: OfficerSession) -> Resp
         "max_note_chars": MAX_NOTE_CHARS})
 
 
-def _report_data(review: Review, request: Request, session: OfficerSession) -> Any:
-    from analyzer.reports import gather  # matplotlib: loaded on the first report only
-
-    complaint_id = int(request.path_params["complaint"])
-    with review.case_file() as store:
-        data = gather(store, complaint_id, review.client, now_ns=review.clock())
-        # The report names the complainant of every complaint at the address (section 8).
-        _audit_identity(store, session, request, [c.id for c in data.view.history])
-    return data
-
-
 def report_html(review: Review, request: Request, session: OfficerSession) -> Response:
-    """The evidence report as ``barkwatch report`` writes it, shown in the browser."""
-    from analyzer.reports import render_html
-
-    document = render_html(_report_data(review, request, session))
-    return Response(document, media_type="text/html", headers={
-        "Content-Security-Policy": REPORT_CSP, "Cache-Control": "no-store"})
+    """The evidence report as ``barkwatch report`` writes it, shown in the browser (made in a
+    renderer process, as the PDF)."""
+    return _report(review, request, session, html_only=True)
 
 
 def report_pdf(review: Review, request: Request, session: OfficerSession) -> Response:
-    """The same report as PDF (WeasyPrint renders the same HTML, as ``barkwatch report``),
-    gathered and rendered in a renderer process bounded in number and time (:mod:`renders`):
-    503 when all places are taken (before any work), 504 past the time limit."""
+    """The same report as PDF (WeasyPrint renders the same HTML, as ``barkwatch report``)."""
+    return _report(review, request, session, html_only=False)
+
+
+def _report(review: Review, request: Request, session: OfficerSession,
+            html_only: bool) -> Response:
+    """The report, gathered and rendered in a renderer process bounded in number and time
+    (:mod:`renders`): 503 when all places are taken (before any work), 504 past the time
+    limit, stopped when the browser goes away. The identity views are audited here."""
     from analyzer.reports.pdf import ReportJob
 
     try:
         ticket = review.renders.reserve()
     except RenderRefused as exc:
-        return review.error(request, exc.status, str(exc))
+        return LateResponse(review.error(request, exc.status, str(exc)),
+                            review.settings.limits.busy_answer_delay_s)
     try:
         complaint_id = int(request.path_params["complaint"])
         with review.case_file() as store:
@@ -136,8 +130,12 @@ def report_pdf(review: Review, request: Request, session: OfficerSession) -> Res
         ticket.release()
         raise
     job = ReportJob(review.settings.cases_db, complaint_id, review.settings.influx,
-                    review.clock())
-    return ticket.response(job, f"complaint-{complaint_id}.pdf",
+                    review.clock(), html_only)
+    headers = ({"Content-Security-Policy": REPORT_CSP, "Cache-Control": "no-store"}
+               if html_only else
+               {"Content-Disposition": f'inline; filename="complaint-{complaint_id}.pdf"',
+                "Cache-Control": "no-store"})
+    return ticket.response(job, headers,
                            lambda status, message: review.error(request, status, message))
 
 
@@ -196,7 +194,18 @@ def _ms_param(request: Request, name: str, default: int) -> int:
 
 
 def finding_data(review: Review, request: Request, session: OfficerSession) -> Response:
-    """The plot's data for [from, to) (ms since the epoch), downsampled by InfluxDB."""
+    """The plot's data for [from, to) (ms since the epoch), downsampled by InfluxDB; at most
+    ``[limits]`` queries_per_officer / queries_in_all at a time (503 at once past them, before
+    the case file is opened)."""
+    try:
+        with review.plot_queries.place(session.officer):
+            return _finding_data(review, request)
+    except QueriesBusy as exc:
+        return LateResponse(review.error(request, 503, f"Not answered now: {exc}."),
+                            review.settings.limits.busy_answer_delay_s)
+
+
+def _finding_data(review: Review, request: Request) -> Response:
     complaint_id = int(request.path_params["complaint"])
     with review.case_file() as store:
         link = _link(store, complaint_id, int(request.path_params["link"]))
@@ -207,12 +216,8 @@ def finding_data(review: Review, request: Request, session: OfficerSession) -> R
         raise QueryInputError(f"a plot spans {MIN_PLOT_SPAN_NS // NS} s to "
                               f"{MAX_PLOT_SPAN_NS // NS // 86400} days; asked "
                               f"{(end_ns - start_ns) / NS:.0f} s")
-    try:
-        with review.plot_queries.place(session.officer):
-            data = plot_data(review.client, link.device_id, start_ns, end_ns,
-                             review.settings.plot_points, review.settings.limits.rollup_from_s)
-    except QueriesBusy as exc:
-        return review.error(request, 503, f"Not answered now: {exc}.")
+    data = plot_data(review.client, link.device_id, start_ns, end_ns,
+                     review.settings.plot_points, review.settings.limits.rollup_from_s)
     return JSONResponse(data.as_json(), headers={"Cache-Control": "no-store"})
 
 

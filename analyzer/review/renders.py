@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from analyzer.errors import AnalyzerError
-from analyzer.reports.pdf import FAILED, PDF, ReportJob, render_in_child
+from analyzer.reports.pdf import DOCUMENT, FAILED, ReportJob, render_in_child
 
 log = logging.getLogger(__name__)
 POLL_S = 0.05  # how often a waiting request looks at its renderer's pipe or a free worker
@@ -79,10 +79,9 @@ class Renders:
         """A place for one PDF, or :class:`RenderRefused` (503) when all are taken."""
         with self._lock:
             if self._places >= self.workers + self.queue:
-                raise RenderRefused(503, f"The PDF renderer is busy ({self.workers} report(s) "
-                                    f"being made, {self.queue} waiting); try again in a "
-                                    "minute. The HTML report opens at once and prints the "
-                                    "same content.")
+                raise RenderRefused(503, f"The report renderer is busy ({self.workers} "
+                                    f"report(s) being made, {self.queue} waiting); try again "
+                                    "in a minute.")
             self._places += 1
         return Ticket(self)
 
@@ -144,16 +143,16 @@ class Renders:
                     process.join(timeout=5)
                     raise RenderRefused(500, "The PDF renderer stopped without a PDF (exit "
                                         f"status {process.exitcode}).") from None
-                if answer[:1] in (PDF, FAILED):
+                if answer[:1] in (DOCUMENT, FAILED):
                     return answer
                 raise RenderRefused(500, "The PDF renderer answered garbage.")
             if time.monotonic() > deadline:
                 break
             await anyio.sleep(POLL_S)
         log.warning("PDF render %d killed after %.3g s", process.pid, self.timeout_s)
-        raise RenderRefused(504, f"The PDF took longer than {self.timeout_s:g} s to make and "
-                            "was stopped. The HTML report shows the same content and can be "
-                            "printed.")
+        raise RenderRefused(504, f"The report took longer than {self.timeout_s:g} s to make "
+                            "and was stopped. Try again when the server is less busy, or "
+                            "make it with 'barkwatch report'.")
 
 
 class Ticket:
@@ -177,11 +176,12 @@ class Ticket:
         finally:
             self.release()
 
-    def response(self, job: ReportJob, filename: str,
+    def response(self, job: ReportJob, headers: dict[str, str],
                  on_refused: Callable[[int, str], Response]) -> Response:
-        """The PDF as a response that renders while it is being sent, and stops the render
-        if the browser goes away first; a refusal is answered with ``on_refused``."""
-        return PdfResponse(self, job, filename, on_refused)
+        """The report as a response that renders while it is being sent (PDF, or HTML for
+        ``job.html_only``, with ``headers``), and stops the render if the browser goes away
+        first; a refusal is answered with ``on_refused``."""
+        return ReportResponse(self, job, headers, on_refused)
 
 
 async def _disconnected(receive: Receive) -> None:
@@ -191,27 +191,27 @@ async def _disconnected(receive: Receive) -> None:
     await anyio.sleep_forever()
 
 
-class PdfResponse(Response):
+class ReportResponse(Response):
     """Renders in :meth:`__call__`, racing the render against the client's disconnect."""
 
-    def __init__(self, ticket: Ticket, job: ReportJob, filename: str,
+    def __init__(self, ticket: Ticket, job: ReportJob, headers: dict[str, str],
                  on_refused: Callable[[int, str], Response]) -> None:
-        super().__init__(media_type="application/pdf")
-        self.ticket, self.job, self.filename, self.on_refused = (ticket, job, filename,
-                                                                 on_refused)
+        media_type = "text/html" if job.html_only else "application/pdf"
+        super().__init__(media_type=media_type)
+        self.ticket, self.job, self.report_headers, self.on_refused = (ticket, job, headers,
+                                                                       on_refused)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         result: list[Response] = []
 
         async def render(cancel: anyio.CancelScope) -> None:
             try:
-                pdf = await self.ticket.render(self.job)
+                document = await self.ticket.render(self.job)
             except RenderRefused as exc:
                 result.append(self.on_refused(exc.status, str(exc)))
             else:
-                result.append(Response(pdf, media_type="application/pdf", headers={
-                    "Content-Disposition": f'inline; filename="{self.filename}"',
-                    "Cache-Control": "no-store"}))
+                result.append(Response(document, media_type=self.media_type,
+                                       headers=self.report_headers))
             cancel.cancel()
 
         async def watch(cancel: anyio.CancelScope) -> None:
@@ -226,6 +226,6 @@ class PdfResponse(Response):
             self.ticket.release()
         if not result:
             self.ticket.renders.abandoned += 1
-            log.info("PDF request abandoned by the client; its render was stopped")
+            log.info("report request abandoned by the client; its render was stopped")
             return
         await result[0](scope, receive, send)
