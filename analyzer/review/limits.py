@@ -1,4 +1,4 @@
-"""How much work the review application takes on at once: PDF renders (each in its own
+"""How much work the review application takes on at once: reports (each made in its own
 process, killed at its time limit), InfluxDB queries behind the plots (per officer and in
 all), and how long a stop waits for requests in flight. Issue 33: unbounded, 42 abandoned PDF
 requests left every page unanswered and 8 wide zooms at once kept InfluxDB busy for minutes.
@@ -22,11 +22,11 @@ from sensor.configfile import setting
 class LoadLimits:
     """The ``[limits]`` table: renders, plot queries, stopping."""
 
-    render_workers: int = setting(1, "PDF reports rendered at the same time, each in its own "
-                                  "process (one CPU core each)", 1, 16)
-    render_queue: int = setting(2, "PDF requests that may wait for a renderer; past that a "
+    render_workers: int = setting(1, "reports (PDF or HTML) made at the same time, each in "
+                                  "its own process (one CPU core each)", 1, 16)
+    render_queue: int = setting(2, "report requests that may wait for a renderer; past that a "
                                 "request is answered 503 'busy, try again'", 0, 64)
-    render_timeout_s: float = setting(60.0, "a PDF render running longer is killed and "
+    render_timeout_s: float = setting(60.0, "a report render running longer is killed and "
                                       "answered 504; also the renderer's CPU-time limit, s",
                                       0.01, 600.0)
     queries_per_officer: int = setting(2, "plot data requests of one officer answered at the "
@@ -36,7 +36,7 @@ class LoadLimits:
     rollup_from_s: int = setting(21600, "plots whose buckets are at least a minute and whose "
                                  "range is at least this long are drawn from the one-minute "
                                  "rollups (level_1m, rule_progress_1m), s", 3600, 2678400)
-    busy_answer_delay_s: float = setting(1.0, "a 503 for too many plot or PDF requests is "
+    busy_answer_delay_s: float = setting(1.0, "a 503 for too many plot or report requests is "
                                          "sent this long after the request (waiting costs "
                                          "no thread), so a client that asks again at once "
                                          "cannot flood the server with refusals, s", 0.0, 30.0)

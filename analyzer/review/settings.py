@@ -47,7 +47,7 @@ class ReviewSettings:
         "of being recomputed again, and a device's frames counted per past day are reused "
         "as long; 0: recompute on every view", 0.0, 3600.0)
     influx: InfluxSettings = setting(InfluxSettings(), "database")
-    limits: LoadLimits = setting(LoadLimits(), "PDF renders, plot queries, stopping")
+    limits: LoadLimits = setting(LoadLimits(), "report renders, plot queries, stopping")
 
 
 class ReviewConfigError(AnalyzerError):
