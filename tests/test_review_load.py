@@ -23,6 +23,7 @@ import pytest
 import uvicorn
 
 from analyzer.cases import CaseFile, add_account
+from analyzer.cases.store import MAX_NOTE_CHARS
 from analyzer.deploy.services import Services, free_port
 from analyzer.review import ReviewSettings, create_app, hash_password
 from analyzer.review.context import Review
@@ -269,3 +270,34 @@ def test_a_wide_plot_is_read_from_the_one_minute_rollups_with_the_frames_values(
     assert status == 200 and wide["interval_s"] == 120 and wide["source"] == LEVEL_ROLLUP
     assert frames.source == "level" and len(frames.levels) == 6500 // 120 + 1
     assert wide["levels"] == frames.levels and wide["progress"] == frames.progress
+
+
+def test_a_wide_plot_whose_rollups_were_never_made_says_so_instead_of_drawing_nothing(
+        scene: Scene) -> None:
+    client = InfluxClient(InfluxSettings(url=scene.influx_url))
+    later = T0 + 20 * 86400 * NS  # frames stored, never rolled up (no backfill, too old for CQs)
+    client.write_lines([f"level,device={DEVICE} laeq_db=50,lafmax_db=60 {later + i * NS}"
+                        for i in range(120)])
+    with serving(scene) as running:
+        browser = Browser(running.base)
+        browser.sign_in()
+        status, body = fetch(browser, f"/cases/{scene.case.complaint}/findings/1/data?"
+                             f"from={(later - 86400 * NS) // 1_000_000}"
+                             f"&to={(later + 86400 * NS) // 1_000_000}")
+    assert status == 503 and b"the one-minute rollups (level_1m) hold nothing" in body
+
+
+def test_a_web_note_over_the_bound_is_refused_and_the_form_states_the_bound(
+        scene: Scene) -> None:
+    with serving(scene) as running:
+        browser = Browser(running.base)
+        browser.sign_in()
+        page = f"/cases/{scene.case.complaint}"
+        _, _, body = browser.request(page)
+        assert f'maxlength="{MAX_NOTE_CHARS}"' in body and "up to\n4,000 characters" in body
+        status, _, _ = browser.request(f"{page}/record/observation", {
+            "csrf_token": browser.token, "at": "", "note": "w" * (MAX_NOTE_CHARS + 1)})
+        _, _, body = browser.request(page)
+    assert status == 303
+    assert "The observation was not recorded: observation has 4,001 characters; at most " \
+           "4,000 are kept" in body

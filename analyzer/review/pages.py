@@ -24,7 +24,13 @@ from analyzer.cases.store import MAX_NOTE_CHARS
 from analyzer.errors import AnalyzerError
 from analyzer.review.context import Review
 from analyzer.review.limits import QueriesBusy
-from analyzer.review.queries import QueryInputError, device_clause, device_state, plot_data
+from analyzer.review.queries import (
+    QueryInputError,
+    RollupMissing,
+    device_clause,
+    device_state,
+    plot_data,
+)
 from analyzer.review.refusals import LateResponse
 from analyzer.review.renders import RenderRefused
 from analyzer.review.sessions import OfficerSession
@@ -203,6 +209,8 @@ def finding_data(review: Review, request: Request, session: OfficerSession) -> R
     except QueriesBusy as exc:
         return LateResponse(review.error(request, 503, f"Not answered now: {exc}."),
                             review.settings.limits.busy_answer_delay_s)
+    except RollupMissing as exc:
+        return review.error(request, 503, f"Not answered: {exc}.")
 
 
 def _finding_data(review: Review, request: Request) -> Response:

@@ -30,6 +30,10 @@ class QueryInputError(AnalyzerError):
     """A plot or device request that cannot be turned into a query (names what)."""
 
 
+class RollupMissing(AnalyzerError):
+    """A wide plot's range has frames but no one-minute rollups (they were never made)."""
+
+
 def device_clause(device_id: str) -> str:
     """``device = '...'`` for a device id that matches the wire's pattern."""
     if not DEVICE_ID_PATTERN.match(device_id):
@@ -118,6 +122,12 @@ def plot_data(client: InfluxClient, device_id: str, start_ns: int, end_ns: int,
                  if wide else "SELECT mean(laeq_db), max(lafmax_db) FROM level")
     levels = [[_ms(t), _round(mean), _round(peak)] for t, mean, peak in _values(client.query(
         f"{level_sql} WHERE {where} {group}"))]
+    if wide and not levels and _values(client.query(
+            f"SELECT laeq_db FROM level WHERE {where} LIMIT 1")):
+        raise RollupMissing(f"the one-minute rollups ({LEVEL_ROLLUP}) hold nothing for frames "
+                            "that are stored in this range: an administrator creates and "
+                            "backfills them (docs/DEPLOY.md, 'The one-minute rollups'); zoom "
+                            f"in to under {rollup_from_s} s meanwhile")
     events, counts = _events(client, where, group)
     progress_from = PROGRESS_ROLLUP if wide else "rule_progress"
     progress = [[_ms(t), _round(episode, 1), _round(stretch, 1)]

@@ -141,7 +141,12 @@
     status.textContent = "loading…";
     const url = plot.url + "?from=" + Math.round(range.from) + "&to=" + Math.round(range.to);
     fetch(url, { credentials: "same-origin" })
-      .then((r) => { if (!r.ok) throw new Error("the server answered " + r.status); return r.json(); })
+      .then((r) => {
+        // 503: too many plot requests at once (the server's [limits]); the next zoom may pass.
+        if (r.status === 503) throw new Error("the server is busy with other plots; zoom or pan again in a moment");
+        if (!r.ok) throw new Error("the server answered " + r.status);
+        return r.json();
+      })
       .then((data) => { if (mine === request) draw(data); })
       .catch((err) => { if (mine === request) status.textContent = "could not load: " + err.message; });
   }
