@@ -95,6 +95,13 @@ class AnalyzerConfig:
     detector: DetectorSettings = setting(DetectorSettings(), "detector")
     audibility: AudibilitySettings = setting(AudibilitySettings(), "level at 100 ft, audibility")
     rules: RuleSettings = setting(RuleSettings(), "ordinance rules")
+    confirm_stored: bool = setting(
+        True, "after storing a device's frames, publish their sequence numbers on "
+        "barkwatch/cmd/v1/<device>/stored, so that its sensor deletes them from its outbox "
+        "(sensor outbox.confirm = 'analyzer'); and drop, acknowledged to the broker but not "
+        "confirmed, a device's QoS 1 frames beyond its share of the inbox (the sensor sends "
+        "them again): a flood then delays no other device (docs/FAULTS.md)"
+    )
     journal_path: str = setting(
         "", "SQLite file of each device's detection state, saved with every stored batch so "
         "that a restarted analyzer resumes events, smoothing and background where they were "

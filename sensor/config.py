@@ -177,6 +177,26 @@ class OutboxSettings:
     max_frames: int = setting(
         DEFAULT_MAX_FRAMES, "frames kept at most; oldest evicted, counted", 60, 10_000_000
     )
+    confirm: str = setting(
+        "analyzer", "when a frame leaves the outbox: 'analyzer' once the analyzer confirms it "
+        "stored it (barkwatch/cmd/v1/<device>/stored; the broker may drop what it "
+        "acknowledged), 'broker' at the broker's PUBACK (analyzers older than issue 32)"
+    )
+    max_unconfirmed: int = setting(
+        120, "frames sent and not yet confirmed by the analyzer, at most", 1, 1000
+    )
+    confirm_timeout_s: float = setting(
+        10.0, "a frame the analyzer has not confirmed this long after the broker's PUBACK is "
+        "sent again, each further time after twice as long, s", 1.0, 600.0
+    )
+    confirm_resend_max_s: float = setting(
+        120.0, "the longest wait before sending an unconfirmed frame again, s", 1.0, 3600.0
+    )
+
+    def __post_init__(self) -> None:
+        if self.confirm not in ("analyzer", "broker"):
+            raise ConfigError(f"config key 'outbox.confirm': {self.confirm[:40]!r} is not "
+                              "'analyzer' or 'broker'")
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,10 @@ def run_node(
         max_inflight=config.max_inflight,
         heartbeat_interval_s=config.heartbeat_interval_s,
         health=health,
+        confirm=config.outbox.confirm,
+        max_unconfirmed=config.outbox.max_unconfirmed,
+        confirm_timeout_s=config.outbox.confirm_timeout_s,
+        confirm_resend_max_s=config.outbox.confirm_resend_max_s,
     )
     publisher.start()
     try:

@@ -1,7 +1,8 @@
 """Durable outbox between feature extraction and publishing (SQLite).
 
-A frame is written here before anything tries to send it and deleted only after the broker
-acknowledged it (QoS 1 PUBACK), so a broker or network outage, or a restart of the sensor,
+A frame is written here before anything tries to send it and deleted only after the analyzer
+confirmed it stored it (sensor/confirmations.py; or, with ``confirm = "broker"``, after the
+broker's QoS 1 PUBACK), so a broker or network outage, or a restart of the sensor,
 loses no frame. The next sequence number is stored with the frames, so sequence numbers are
 never reused across restarts (the analyzer drops duplicates on (device, seq)).
 
@@ -105,6 +106,12 @@ class Outbox:
                 (after_seq, limit),
             ).fetchall()
         return [(int(seq), bytes(payload)) for seq, payload in rows]
+
+    def get(self, seq: int) -> bytes | None:
+        """The waiting frame numbered ``seq``, None if it is not waiting."""
+        with self._lock:
+            row = self._db.execute("SELECT payload FROM frames WHERE seq = ?", (seq,)).fetchone()
+        return bytes(row[0]) if row else None
 
     def delete(self, seqs: list[int]) -> None:
         """Forget frames the broker acknowledged."""

@@ -7,7 +7,10 @@ messages after a reconnect, and reconnects by itself with capped exponential bac
 
 What a PUBACK means for a frame (see :func:`puback_outcome`):
 
-- success: the broker has the frame; it is deleted from the outbox.
+- success: the broker has the frame. With ``confirm = "analyzer"`` (the default) it stays in
+  the outbox until the analyzer confirms that it stored it (:mod:`sensor.confirmations`: the
+  broker may still drop what it acknowledged), and is sent again when no confirmation comes;
+  with ``confirm = "broker"`` it is deleted at once.
 - reason 135, "not authorized" (MQTT 5 only): the broker's ACL refuses this topic to this
   user. Retrying cannot help, so the frame is logged, counted in ``denied`` (heartbeat) and
   deleted from the outbox. This is the only failure that deletes a frame.
@@ -49,6 +52,7 @@ from paho.mqtt.properties import Properties
 
 from sensor import __version__
 from sensor.config import MqttSettings
+from sensor.confirmations import Unconfirmed, decode_stored, stored_topic
 from sensor.connection import BrokerLink, WatchedClient
 from sensor.errors import ConfigError
 from sensor.outbox import Outbox
@@ -62,6 +66,9 @@ NOT_AUTHORIZED = 135  # MQTT 5 reason code: the ACL refuses this topic to this u
 # save may take as long as the interval itself.
 RESEND_WINDOW_S = 60.0
 PROTOCOLS = {"mqttv5": mqtt.MQTTv5, "mqttv311": mqtt.MQTTv311}
+CONFIRM_BY_ANALYZER = "analyzer"  # delete a frame once the analyzer confirms it stored it
+CONFIRM_BY_BROKER = "broker"  # delete a frame at the broker's PUBACK (before issue 32)
+CONFIRM_MODES = (CONFIRM_BY_ANALYZER, CONFIRM_BY_BROKER)
 
 
 def make_client(
@@ -141,7 +148,8 @@ def puback_outcome(reason_code: int) -> PubackOutcome:
 
 
 class FramePublisher:
-    """Drains the outbox to the broker; deletes a frame only after its PUBACK."""
+    """Drains the outbox to the broker; deletes a frame only after the analyzer confirmed it
+    stored it (``confirm = "analyzer"``) or after its PUBACK (``confirm = "broker"``)."""
 
     def __init__(
         self,
@@ -151,8 +159,23 @@ class FramePublisher:
         max_inflight: int = 100,
         heartbeat_interval_s: float = 30.0,
         health: Callable[[], dict[str, Any]] | None = None,
+        confirm: str = CONFIRM_BY_ANALYZER,
+        max_unconfirmed: int = 120,
+        confirm_timeout_s: float = 10.0,
+        confirm_resend_max_s: float = 120.0,
     ) -> None:
+        if confirm not in CONFIRM_MODES:
+            raise ConfigError(f"outbox confirm {confirm!r} is not one of {CONFIRM_MODES}")
         self.device_id = device_id
+        self.confirm = confirm
+        self.max_unconfirmed = max_unconfirmed
+        self._unconfirmed = Unconfirmed(confirm_timeout_s, confirm_resend_max_s)
+        self._confirmations: queue.Queue[bytes] = queue.Queue()
+        self._attempts: dict[int, int] = {}  # seq -> times sent, of re-sent frames in flight
+        self._confirmed_early: set[int] = set()  # in flight, and confirmed before the PUBACK
+        self.confirmed = 0
+        self.resent_unconfirmed = 0
+        self.bad_confirmations = 0
         self.settings = settings
         self.outbox = outbox
         self.max_inflight = max_inflight
@@ -180,6 +203,7 @@ class FramePublisher:
         self.client.on_connect = self._on_connect
         self.client.on_disconnect = self._on_disconnect
         self.client.on_publish = self._on_publish
+        self.client.on_message = self._on_message
 
     # paho callbacks: run on paho's network thread; keep them short.
     def _on_connect(
@@ -192,6 +216,8 @@ class FramePublisher:
         if self.connects > 1:
             self._reconnected.set()
         log.info("connected to broker %s:%d", self.settings.host, self.settings.port)
+        if self.confirm == CONFIRM_BY_ANALYZER:
+            client.subscribe(stored_topic(self.device_id), qos=1)
         client.publish(status_topic(self.device_id), "online", qos=1, retain=True)
         self._connected.set()
 
@@ -218,6 +244,9 @@ class FramePublisher:
         self, client: mqtt.Client, userdata: Any, mid: int, reason: Any, properties: Any
     ) -> None:
         self._acks.put((mid, int(getattr(reason, "value", 0))))
+
+    def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        self._confirmations.put(bytes(message.payload))
 
     @property
     def link(self) -> BrokerLink:
@@ -283,6 +312,10 @@ class FramePublisher:
             "inflight": self.inflight(),
             "connects": self.connects,
             "resent": self.resent,
+            "confirm": self.confirm,
+            "unconfirmed": len(self._unconfirmed),
+            "confirmed": self.confirmed,
+            "resent_unconfirmed": self.resent_unconfirmed,
             **self.link.status().fields(),
         }
         document.update(self.health())
@@ -292,6 +325,7 @@ class FramePublisher:
         next_heartbeat = time.monotonic()
         while not self._stop.is_set():
             self._collect_acks()
+            self._collect_confirmations()
             if self._reconnected.is_set():
                 self._reconnected.clear()
                 self._resend_recent()
@@ -318,7 +352,17 @@ class FramePublisher:
                     log.warning("broker refused a status or heartbeat (reason %d)", reason_code)
                 continue
             payload = self._payloads.pop(seq, None)
-            if outcome is PubackOutcome.STORED:
+            attempt = self._attempts.pop(seq, 1)
+            if outcome is PubackOutcome.STORED and self.confirm == CONFIRM_BY_ANALYZER:
+                # Kept until the analyzer confirms it (sensor.confirmations), unless it
+                # already has.
+                if seq in self._confirmed_early:
+                    self._confirmed_early.discard(seq)
+                else:
+                    self._unconfirmed.sent(seq, time.monotonic(), attempt)
+                self.acknowledged += 1
+                self._retry_delay_s = 0.0
+            elif outcome is PubackOutcome.STORED:
                 done.append(seq)
                 if payload is not None:
                     self._recent.append((time.monotonic(), seq, payload))
@@ -351,6 +395,30 @@ class FramePublisher:
         while self._recent and time.monotonic() - self._recent[0][0] > RESEND_WINDOW_S:
             self._recent.popleft()
 
+    def _collect_confirmations(self) -> None:
+        """Delete the frames the analyzer confirmed it stored."""
+        done: list[int] = []
+        while True:
+            try:
+                payload = self._confirmations.get_nowait()
+            except queue.Empty:
+                break
+            try:
+                ranges = decode_stored(payload)
+            except ValueError as exc:
+                self.bad_confirmations += 1
+                log.warning("ignored a confirmation on %s: %s", stored_topic(self.device_id), exc)
+                continue
+            done += self._unconfirmed.confirm(ranges)
+            # Frames confirmed while a re-sent copy is in flight, or before a restart, are
+            # deleted too: the outbox keeps only what the analyzer has not stored.
+            early = [s for s in self._payloads if any(a <= s <= b for a, b in ranges)]
+            self._confirmed_early.update(early)
+            done += early
+        if done:
+            self.confirmed += len(done)
+            self.outbox.delete(done)
+
     def _resend_recent(self) -> None:
         """After a reconnect: put the frames acknowledged within RESEND_WINDOW_S back into
         the outbox (a crashed broker may have lost them; the analyzer drops duplicates)."""
@@ -364,10 +432,13 @@ class FramePublisher:
 
     def _publish_waiting(self) -> int:
         room = self.max_inflight - len(self._inflight)
+        if self.confirm == CONFIRM_BY_ANALYZER:  # at most max_unconfirmed out at once
+            room = min(room, self.max_unconfirmed - len(self._inflight) - len(self._unconfirmed))
         if room <= 0 or time.monotonic() < self._retry_at:
             return 0
-        after = max(self._inflight.values(), default=-1)
-        rows = self.outbox.peek(room, after_seq=after)
+        after = max(max(self._inflight.values(), default=-1), self._unconfirmed.highest())
+        rows = self._overdue(room) if self.confirm == CONFIRM_BY_ANALYZER else []
+        rows += self.outbox.peek(room - len(rows), after_seq=after) if room > len(rows) else []
         if not rows and self._inflight:
             return 0
         for seq, payload in rows:
@@ -380,3 +451,18 @@ class FramePublisher:
             self._payloads[seq] = payload
             self.published += 1
         return len(rows)
+
+    def _overdue(self, limit: int) -> list[tuple[int, bytes]]:
+        """Frames whose confirmation is overdue, to be sent again (still in the outbox)."""
+        rows = []
+        for seq, attempt in self._unconfirmed.due(time.monotonic(), limit):
+            payload = self.outbox.get(seq)
+            if payload is None:  # evicted meanwhile (outbox full)
+                continue
+            self._attempts[seq] = attempt + 1
+            self.resent_unconfirmed += 1
+            rows.append((seq, payload))
+        if rows:
+            log.info("%d frame(s) not confirmed by the analyzer in time, sent again (from "
+                     "frame %d)", len(rows), rows[0][0])
+        return rows

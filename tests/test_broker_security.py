@@ -29,9 +29,10 @@ from analyzer.deploy.services import LocalDeployment, Mosquitto, Services
 from analyzer.ingest.service import Analyzer
 from analyzer.store.influx import InfluxClient, InfluxSettings
 from sensor.config import MqttSettings, load_sensor_config
+from sensor.confirmations import stored_topic
 from sensor.frames import frames_from_samples
 from sensor.outbox import Outbox
-from sensor.publisher import FramePublisher, connect_async, make_client
+from sensor.publisher import CONFIRM_BY_BROKER, FramePublisher, connect_async, make_client
 from sensor.wire import encode_frame, frame_topic, heartbeat_topic, status_topic
 from tests.conftest import sine, wait_until
 
@@ -172,9 +173,11 @@ def test_a_device_publishing_into_another_devices_topics_never_reaches_the_analy
         "barkwatch/v1/other/dev-a",
         command_topic("dev-b") + "/calibrate",
         command_topic("dev-a") + "/calibrate",
+        stored_topic("dev-b"),  # a forged confirmation would make dev-b delete unstored frames
+        stored_topic("dev-a"),
     ]
     # MQTT 5: the broker reports each refusal as reason 135.
-    assert [device_a.publish(topic, b"forged") for topic in forged] == [NOT_AUTHORIZED] * 8
+    assert [device_a.publish(topic, b"forged") for topic in forged] == [NOT_AUTHORIZED] * 10
     assert device_b.publish(frame_topic("dev-b"), b"genuine") == SUCCESS
     wait_until(lambda: analyzer.received(frame_topic("dev-b")), 30, "dev-b's own frame")
     assert analyzer.messages == [(frame_topic("dev-b"), b"genuine")]
@@ -199,9 +202,11 @@ def test_a_device_cannot_read_another_devices_data_or_commands(
         "#",
     )
     assert device_b.publish(frame_topic("dev-b"), b"b's data") == SUCCESS
+    assert analyzer.publish(stored_topic("dev-b"), b"b's confirmation") == SUCCESS
     assert analyzer.publish(command_topic("dev-b") + "/calibrate", b"for b") == SUCCESS
     wait_until(lambda: analyzer.received(frame_topic("dev-b")), 30, "b's frame at the analyzer")
     wait_until(lambda: device_b.received(command_topic("dev-b") + "/calibrate"), 30, "b's command")
+    assert device_b.received(stored_topic("dev-b"))  # the analyzer's confirmation reaches b
     # Barrier: a's own command arrives after anything the broker queued for a before it.
     assert analyzer.publish(command_topic("dev-a") + "/ping", b"for a") == SUCCESS
     wait_until(lambda: device_a.received(command_topic("dev-a") + "/ping"), 30, "a's command")
@@ -272,7 +277,8 @@ def test_a_denied_frame_is_logged_counted_and_dropped_from_the_outbox(
     for seq in range(5):
         outbox.put(seq, b"frame %d" % seq)
     # Misconfigured: dev-a's credentials, but publishing as dev-b.
-    publisher = FramePublisher("dev-b", deployment.device_mqtt("dev-a", broker), outbox)
+    publisher = FramePublisher("dev-b", deployment.device_mqtt("dev-a", broker), outbox,
+                               confirm=CONFIRM_BY_BROKER)
     publisher.start()
     try:
         assert publisher.wait_drained(timeout_s=60)
@@ -292,7 +298,7 @@ def test_after_a_rotation_the_sensor_resumes_once_its_new_password_is_installed(
     settings = deployment.device_mqtt("dev-a", broker, password_file=str(installed),
                                       reconnect_max_s=1)
     outbox = Outbox(tmp_path / "outbox.sqlite")
-    publisher = FramePublisher("dev-a", settings, outbox)
+    publisher = FramePublisher("dev-a", settings, outbox, confirm=CONFIRM_BY_BROKER)
     publisher.start()
     try:
         wait_until(lambda: publisher.connects == 1, 30, "the sensor to connect")
@@ -411,7 +417,8 @@ def test_frames_published_while_the_analyzer_is_away_all_arrive_also_across_a_br
         def publish(first: int, last: int) -> None:
             for frame in frames[first:last]:
                 outbox.put(frame.seq, encode_frame(frame))
-            publisher = FramePublisher("yard-1", device, outbox, heartbeat_interval_s=3600)
+            publisher = FramePublisher("yard-1", device, outbox, heartbeat_interval_s=3600,
+                                       confirm=CONFIRM_BY_BROKER)
             publisher.start()
             try:
                 assert publisher.wait_drained(timeout_s=60)  # the broker has every frame

@@ -24,7 +24,7 @@ from analyzer.store import InfluxClient, InfluxSettings
 from sensor.config import MqttSettings
 from sensor.connection import REPEAT_LOG_S, BrokerLink, BrokerState
 from sensor.outbox import Outbox
-from sensor.publisher import FramePublisher
+from sensor.publisher import CONFIRM_BY_BROKER, FramePublisher
 from tests.conftest import wait_until
 
 LINK_LOGGER = "sensor.connection"
@@ -52,7 +52,8 @@ def _start(publishers: list[FramePublisher], tmp_path: Path,
            settings: MqttSettings) -> FramePublisher:
     outbox = Outbox(tmp_path / f"outbox-{len(publishers)}.sqlite")
     outbox.put(0, b"a frame waiting for the broker")
-    publisher = FramePublisher("dev-a", dataclasses.replace(settings, reconnect_max_s=1), outbox)
+    publisher = FramePublisher("dev-a", dataclasses.replace(settings, reconnect_max_s=1), outbox,
+                               confirm=CONFIRM_BY_BROKER)
     publishers.append(publisher)
     publisher.start()
     return publisher

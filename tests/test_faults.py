@@ -25,7 +25,7 @@ from analyzer.store.influx import InfluxClient, InfluxSettings
 from sensor.config import MqttSettings
 from sensor.frames import frames_from_samples
 from sensor.outbox import Outbox
-from sensor.publisher import FramePublisher
+from sensor.publisher import CONFIRM_BY_BROKER, FramePublisher
 from sensor.wire import encode_frame, frame_topic
 from tests.conftest import publish_through_analyzer, sine, wait_until
 from tests.faults.harness import (
@@ -136,7 +136,8 @@ def test_frames_a_crashed_broker_had_acknowledged_are_sent_again_and_stored(
                                      device_id="crash-1", start_ns=START_NS):
         outbox.put(frame.seq, encode_frame(frame))
     publisher = FramePublisher("crash-1", MqttSettings(port=services.broker.port, keepalive_s=5,
-                                                       reconnect_max_s=1), outbox)
+                                                       reconnect_max_s=1), outbox,
+                               confirm=CONFIRM_BY_BROKER)  # the broker's own guarantee
     publisher.start()
     try:
         wait_until(lambda: outbox.backlog() == 0, what="the broker to acknowledge 10 frames")

@@ -27,6 +27,7 @@ class Rejection:
 
     reason: str
     message: str
+    seq: int | None = None  # the frame's number when it decoded (the analyzer is done with it)
 
 
 def check_frame(device: str, payload: bytes, max_payload_bytes: int,
@@ -44,5 +45,5 @@ def check_frame(device: str, payload: bytes, max_payload_bytes: int,
         )
     problem = frame_problem(frame) or shape_problem(frame, shape)
     if problem:
-        return Rejection(IMPLAUSIBLE, f"frame {frame.seq}: {problem}")
+        return Rejection(IMPLAUSIBLE, f"frame {frame.seq}: {problem}", frame.seq)
     return frame

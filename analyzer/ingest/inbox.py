@@ -21,6 +21,13 @@ The two QoS levels are bounded differently, because a QoS 1 message may not be l
   while the network thread waits it sends no keepalive, so a wait longer than 1.5 keepalive
   intervals makes the broker close the connection, and it re-sends every unacknowledged
   message after the reconnect (duplicates are dropped on (device, seq, capture time)).
+- QoS 1 with ``drop_qos1_flood`` (the analyzer's ``confirm_stored``, the default): sensors
+  keep a frame until the analyzer confirms it stored it (sensor/confirmations.py), so a frame
+  dropped here is sent again, not lost. A device that already has ``device_qos1_messages``
+  queued has more out than a sensor ever sends unconfirmed: the message is dropped and
+  counted (``device_flood``), and the caller acknowledges it to the broker at once. One
+  flooding device then cannot fill the inbox, nor hold the broker's queue for the analyzer
+  behind its backlog: its excess is read off the socket and let go at network speed.
 
 The other direction needs no bound of its own: the worker's acknowledgements are one per
 message taken from here, and its retained status publishes one per event or finding.
@@ -38,7 +45,8 @@ T = TypeVar("T")
 
 DEVICE_QUOTA = "device_quota"  # the device already had its share of QoS 0 messages queued
 INBOX_FULL = "inbox_full"  # the QoS 0 share of the whole inbox was in use
-DROP_REASONS = (DEVICE_QUOTA, INBOX_FULL)
+DEVICE_FLOOD = "device_flood"  # QoS 1 beyond the device's share, dropped (confirmations on)
+DROP_REASONS = (DEVICE_QUOTA, INBOX_FULL, DEVICE_FLOOD)
 OTHER_DEVICES = "_other"  # drops of devices beyond MAX_DROP_DEVICES are counted under this
 INVALID_TOPICS = "_invalid"  # every topic that names no valid device id: one queue, one count
 MAX_DROP_DEVICES = 10_000  # per-device drop counts kept (topics are hostile input)
@@ -53,6 +61,9 @@ class InboxLimits:
     max_messages: int = 2000
     max_bytes: int = 64 * 1024 * 1024
     device_qos0_messages: int = 50
+    # A sensor has at most outbox.max_unconfirmed (120) frames out, plus as many copies sent
+    # again: a device with more queued here is flooding.
+    device_qos1_messages: int = 300
 
 
 class Inbox(Generic[T]):
@@ -70,21 +81,28 @@ class Inbox(Generic[T]):
         self._bytes = 0
         self._drops: dict[tuple[str, str], int] = {}
         self.dropped = 0
+        self.dropped_qos1 = 0  # QoS 1 messages dropped beyond a device's share (DEVICE_FLOOD)
         self.waits = 0  # QoS 1 puts that had to wait for room (back-pressure applied)
 
     def put(self, item: T, device: str, size: int, qos: int,
-            stopping: threading.Event) -> bool:
+            stopping: threading.Event, drop_qos1_flood: bool = False) -> bool:
         """Queue ``item`` (``size`` bytes) for ``device``; False if it was not queued.
 
-        QoS 0: dropped (counted) when over its share, never waits. QoS 1 and 2: wait for room;
-        give up only when ``stopping`` is set (the message, unacknowledged, stays with the
-        broker, which re-sends it to the next session)."""
+        QoS 0: dropped (counted) when over its share, never waits. QoS 1 and 2: with
+        ``drop_qos1_flood`` dropped (counted) when the device has its QoS 1 share queued;
+        otherwise wait for room; give up only when ``stopping`` is set (the message,
+        unacknowledged, stays with the broker, which re-sends it to the next session)."""
         with self._lock:
             if qos == 0:
                 reason = self._qos0_refusal(device, size)
                 if reason is not None:
                     self._count_drop(device, reason)
                     return False
+            elif drop_qos1_flood and (len(self._queues.get(device, ()))
+                                      >= self.limits.device_qos1_messages):
+                self.dropped_qos1 += 1
+                self._count_drop(device, DEVICE_FLOOD)
+                return False
             elif self._full(size):
                 self.waits += 1
                 while self._full(size):

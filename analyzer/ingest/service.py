@@ -68,6 +68,7 @@ from analyzer.store import (
     write_with_retry,
 )
 from analyzer.store.outside_window import implausible_frame_point
+from sensor.confirmations import encode_stored, stored_topic
 from sensor.errors import ConfigError, WireError, WireReason
 from sensor.features import HOP_S
 from sensor.publisher import connect_async, make_client
@@ -129,6 +130,7 @@ class Analyzer:
         self._batch_keys: list[Key | None] = []  # the frame each line stores, if any
         self._batch_bytes = 0
         self._batch_acks: list[Ack] = []
+        self._batch_confirms: dict[str, set[int]] = {}  # device: seqs done with, not stored now
         self._batch_started = 0.0
         self._last_arrival_ns = 0
         self._drops_written: dict[tuple[str, str], int] = {}  # inbox drops already written
@@ -157,6 +159,7 @@ class Analyzer:
             self._worker.join(timeout=30)
         self.client.disconnect()
         self.client.loop_stop()
+        self._count_inbox_drops()
         log.info("analyzer stopped: %s", self.summary())
 
     @property
@@ -223,8 +226,13 @@ class Analyzer:
             device = device_from_topic(message.topic)[1]
         except (UnicodeDecodeError, WireError):
             device = INVALID_TOPICS
-        self._inbox.put((self._generation, message), device,
-                        len(message.payload) + len(device), message.qos, self.stop_event)
+        queued = self._inbox.put((self._generation, message), device,
+                                 len(message.payload) + len(device), message.qos,
+                                 self.stop_event, drop_qos1_flood=self.config.confirm_stored)
+        if not queued and message.qos > 0 and not self.stop_event.is_set():
+            # Beyond the device's share (a flood): let the broker forget it now. It is not
+            # confirmed, so a real sensor sends it again (sensor/confirmations.py).
+            client.ack(message.mid, message.qos)
 
     # --- worker ------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -397,6 +405,26 @@ class Analyzer:
             self._devices[device].held_saved = keys
         self._touched.clear()
 
+    def _confirm_later(self, device: str, seq: int) -> None:
+        """Confirm ``seq`` to ``device``'s sensor with the next stored batch."""
+        if self.config.confirm_stored:
+            self._batch_confirms.setdefault(device, set()).add(seq)
+
+    def _publish_confirmations(self, stored: list[Key]) -> None:
+        """Tell each sensor which of its frames are stored (or refused for good), so that it
+        deletes them from its outbox (sensor/confirmations.py). After the journal's save and
+        InfluxDB's write: a confirmed frame is never needed again."""
+        confirms = self._batch_confirms
+        self._batch_confirms = {}
+        if not self.config.confirm_stored:
+            return
+        for device, seq, _ in stored:
+            confirms.setdefault(device, set()).add(seq)
+        for device, seqs in confirms.items():
+            for payload in encode_stored(seqs):
+                self.client.publish(stored_topic(device), payload, qos=1)
+        self.counters.confirmations_sent += len(confirms)
+
     def _ack_later(self, ack: Ack) -> None:
         self._ack_placed = True
         if ack[2] == 0:
@@ -477,6 +505,8 @@ class Analyzer:
         outcome = check_frame(device, payload, self.config.max_payload_bytes, FRAME_SHAPE)
         if not isinstance(outcome, Rejection):
             return outcome
+        if outcome.seq is not None:  # refused for good: its sensor need not send it again
+            self._confirm_later(device, outcome.seq)
         self.rejections[outcome.reason] = self.rejections.get(outcome.reason, 0) + 1
         if outcome.reason == WireReason.TOO_LARGE:
             self.counters.oversize += 1
@@ -505,6 +535,7 @@ class Analyzer:
         key = (device, frame.seq, frame.capture_ns)
         if key[1:] in state.stored:
             self.counters.duplicates += 1
+            self._confirm_later(device, frame.seq)  # its sensor may have missed the first
             self._ack_later(ack)
             return
         if key in self._unstored:  # a copy is on its way to storage: ack both once stored
@@ -521,6 +552,7 @@ class Analyzer:
                             "stored (%d such frame(s) so far)", frame.seq, device,
                             iso_time(frame.capture_ns), frame.capture_ns,
                             self.counters.duplicate_time)
+            self._confirm_later(device, frame.seq)  # never stored: sending it again is no use
             self._ack_later(ack)
             return
         if frame.clock_step_ns:
@@ -731,6 +763,7 @@ class Analyzer:
             # Older ids died with their connection; QoS 0 messages take no acknowledgement.
             if qos > 0 and generation == self._generation:
                 self.client.ack(mid, qos)
+        self._publish_confirmations([key for key in self._batch_keys if key is not None])
         self._batch, self._batch_keys, self._batch_acks = [], [], []
         self._batch_bytes = 0
 
@@ -768,7 +801,7 @@ class Analyzer:
         self._next_stats = now + self.config.stats_interval_s
         link = self.client.link.status()
         self.counters.connect_failures = link.failures
-        self.counters.messages_dropped_flood = self._inbox.dropped
+        self._count_inbox_drops()
         now_ns = time.time_ns()
         rejected = {f"rejected_{reason}": n for reason, n in sorted(self.rejections.items())}
         point = stats_point(self.config.client_id, asdict(self.counters) | rejected, now_ns)
@@ -777,6 +810,10 @@ class Analyzer:
         self._add_point(point.field("broker_state", str(link.state))
                         .field("broker_error", link.error))
         log.info("analyzer: %s; %s", link, self.summary() or "idle")
+
+    def _count_inbox_drops(self) -> None:
+        self.counters.messages_dropped_flood = self._inbox.dropped - self._inbox.dropped_qos1
+        self.counters.frames_dropped_flood = self._inbox.dropped_qos1
 
     def _add_drop_points(self, now_ns: int) -> None:
         """``analyzer_drops`` points of the QoS 0 messages the inbox dropped since the last

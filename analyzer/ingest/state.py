@@ -49,6 +49,8 @@ class AnalyzerCounters:
     points_refused: int = 0
     devices_forgotten: int = 0
     messages_dropped_flood: int = 0  # QoS 0 messages the full inbox dropped (inbox.py)
+    frames_dropped_flood: int = 0  # QoS 1 beyond a device's inbox share: dropped, unconfirmed
+    confirmations_sent: int = 0  # confirmation messages to sensors (sensor/confirmations.py)
     broker_disconnects: int = 0  # established connections lost (not failed attempts)
     connect_failures: int = 0  # connection attempts that failed (refused, TLS, login)
     devices_resumed: int = 0  # devices whose saved state a restart restored (journal.py)
