@@ -15,10 +15,22 @@ needs InfluxDB admin rights (docs/DEPLOY.md, "Security").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from analyzer.store.influx import InfluxClient
+
+class _DatabaseSettings(Protocol):
+    @property
+    def database(self) -> str: ...
+
+
+class InfluxQueries(Protocol):
+    """What the rollups need of :class:`analyzer.store.InfluxClient` (named structurally, so
+    that ``influx`` may call :func:`create_rollups` without an import circle)."""
+
+    @property
+    def settings(self) -> _DatabaseSettings: ...
+
+    def query(self, influxql: str, database: str | None = None) -> Any: ...
 
 NS = 1_000_000_000
 ROLLUP_S = 60
@@ -43,7 +55,7 @@ def continuous_queries(database: str) -> list[str]:
             f"{RESAMPLE_FOR} BEGIN {select} {_GROUP} END" for name, select in _SELECTS.items()]
 
 
-def create_rollups(client: InfluxClient) -> None:
+def create_rollups(client: InfluxQueries) -> None:
     """Create the continuous queries on the client's database (needs admin rights)."""
     for statement in continuous_queries(client.settings.database):
         client.query(statement, database="")
@@ -63,7 +75,7 @@ def backfill_statements(start_ns: int, end_ns: int) -> list[str]:
     return statements
 
 
-def backfill(client: InfluxClient, start_ns: int, end_ns: int) -> None:
+def backfill(client: InfluxQueries, start_ns: int, end_ns: int) -> None:
     """Compute the rollups over [start_ns, end_ns) now: for data stored before the continuous
     queries existed, or arriving later than RESAMPLE_FOR."""
     for statement in backfill_statements(start_ns, end_ns):
