@@ -303,3 +303,27 @@ def test_held_frames_are_rows_written_once_and_deleted_when_released(
     assert held == 0
     assert pages_released < pages_held / 2  # freed pages handed back: the file shrinks
     assert path.stat().st_size <= pages_released * 4096 + 4096
+
+
+def test_a_restart_restores_each_device_on_first_use_not_all_before_storing(
+    services: Services, tmp_path: Path
+) -> None:
+    path = tmp_path / "journal.sqlite"
+    config = _config(services, path)
+    analysis = _analysis()
+    analysis.feed(next(iter(frames_from_samples(sine(1000.0, 0.1, 1.0, 16000), 16000, 100.0,
+                                                device_id="j-1", start_ns=START_NS))))
+    blob = device_state_blob(ReorderBuffer(120), 0, START_NS + NS, analysis)
+    journal = DeviceJournal(path)
+    journal.save({f"quiet-{i}": blob for i in range(300)}, [])
+    journal.close()
+    restarted = publish_through_analyzer(config, frame_topic("j-new"), _payloads("j-new", 2),
+                                         stored=2)
+    assert restarted.counters.devices_resumed == 300
+    # No device was primed from InfluxDB (three queries each) before storing resumed: the
+    # 300 quiet ones wait, restored, for their next frame.
+    primed = [d for d, s in restarted._devices.items() if s.analysis is not None]
+    assert primed == ["j-new"]
+    assert all(restarted._devices[f"quiet-{i}"].resume is not None for i in range(300))
+    (quiet,) = [s for s in DeviceJournal(path).load()[0] if s.device == "quiet-7"]
+    assert quiet.pipeline is not None  # still restorable

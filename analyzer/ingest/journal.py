@@ -139,9 +139,14 @@ class SavedDevice:
 
 
 def device_state_blob(reorder: ReorderBuffer, implausible: int, fed_end_ns: int | None,
-                      analysis: DeviceAnalysis | None) -> bytes:
-    """One device's state, as saved."""
+                      analysis: DeviceAnalysis | None, pending: SavedDevice | None = None
+                      ) -> bytes:
+    """One device's state, as saved; ``pending``: a restored state not yet put into an
+    analysis (kept as it was saved)."""
     detection: dict[str, Any] | None = None
+    if analysis is None and pending is not None and pending.pipeline is not None:
+        detection = {"context": pending.context, "pipeline": pending.pipeline,
+                     "assessor": pending.assessor}
     if analysis is not None:
         detection = {"context": detection_context(analysis),
                      "pipeline": analysis.pipeline.checkpoint(),

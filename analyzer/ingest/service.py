@@ -93,6 +93,7 @@ WORKER_ERROR_BACKOFF_S = 1.0
 FRAME_SHAPE = (round(1.0 / HOP_S), HOP_S)  # the CNN scores every 20 ms step of a second
 INBOX_LIMITS = InboxLimits()  # the queue from the MQTT thread to the worker (ingest/inbox.py)
 MAX_DROP_POINTS = 10  # analyzer_drops points of single devices per stats interval
+FORGETS_PER_PASS = 50  # silent devices freed per housekeeping pass (each second)
 
 
 class Analyzer:
@@ -361,12 +362,28 @@ class Analyzer:
         state.held_saved = set(reorder.held())
         self._devices[saved.device] = state
         if saved.fed_end_ns is not None:
-            state.analysis = self._new_device(saved.device, saved.fed_end_ns)
-            if not saved.restore_into(state.analysis):
-                log.warning("%s: its saved detection state was made with other detector "
-                            "settings, dog head or installation record; detection starts "
-                            "afresh", saved.device)
+            # Restored when the device is next needed (a frame, a released gap, forgetting
+            # it), not here: priming reads InfluxDB (three queries a device), and 10,511
+            # devices primed at start-up kept storage stopped for 34 s (issue 32, item 7).
+            state.resume = saved
         self.counters.devices_resumed += 1
+
+    def _analysis_of(self, device: str, state: DeviceState, first_frame_ns: int
+                     ) -> DeviceAnalysis:
+        """The device's analysis state: made (and primed) on its first frame, or restored
+        from the journal's saved state on its first use after a restart."""
+        if state.analysis is not None:
+            return state.analysis
+        saved, state.resume = state.resume, None
+        if saved is None or saved.fed_end_ns is None:
+            state.analysis = self._new_device(device, first_frame_ns)
+            return state.analysis
+        state.analysis = self._new_device(device, saved.fed_end_ns)
+        if not saved.restore_into(state.analysis):
+            log.warning("%s: its saved detection state was made with other detector "
+                        "settings, dog head or installation record; detection starts "
+                        "afresh", device)
+        return state.analysis
 
     def _save_journal(self, stored: list[Key]) -> None:
         """Save the state of every device changed since the last save, and the keys of the
@@ -385,7 +402,8 @@ class Analyzer:
                 saved_held[device] = set(now_held)
             try:
                 states[device] = None if state is None else device_state_blob(
-                    state.reorder, state.implausible, state.fed_end_ns, state.analysis)
+                    state.reorder, state.implausible, state.fed_end_ns, state.analysis,
+                    state.resume)
             except Exception as exc:  # its older state must not be restored: drop it
                 self.counters.journal_errors += 1
                 states[device] = None
@@ -630,9 +648,7 @@ class Analyzer:
                 self._queue_frame(frame, score, stores=False)
 
     def _analyse(self, device: str, state: DeviceState, frame: Frame) -> float:
-        if state.analysis is None:
-            state.analysis = self._new_device(device, frame.capture_ns)
-        output = state.analysis.feed(frame)
+        output = self._analysis_of(device, state, frame.capture_ns).feed(frame)
         state.fed_end_ns = frame.end_ns
         self._store_output(output)
         return output.max_dog_score
@@ -774,14 +790,19 @@ class Analyzer:
         """Give up gaps that waited ``reorder_wait_s``; forget devices silent for
         ``forget_device_after_s``."""
         self._next_housekeeping = now + HOUSEKEEPING_EVERY_S
+        forgotten = 0
         for device, state in list(self._devices.items()):
             reorder = state.reorder
             if reorder.waiting:
                 ready = self._count_gaps(device, reorder, reorder.expire, now)
                 self._score(device, state, ready, current=None)
                 self._touched.add(device)
-            if now - state.last_seen_s >= self.config.forget_device_after_s:
+            if (now - state.last_seen_s >= self.config.forget_device_after_s
+                    and forgotten < FORGETS_PER_PASS):
+                # Bounded per pass: forgetting 10,511 devices at once stopped storage for
+                # 25 s (issue 32, item 7); the rest go in the next passes, a second apart.
                 self._forget(device, state)
+                forgotten += 1
 
     def _forget(self, device: str, state: DeviceState) -> None:
         """Free a quiet device's state: score what still waits, close its open events. Its
@@ -789,8 +810,9 @@ class Analyzer:
         reorder = state.reorder
         self._score(device, state, self._count_gaps(device, reorder, reorder.release_all),
                     current=None)
-        if state.analysis is not None:
-            self._store_output(state.analysis.finish())
+        if state.analysis is not None or state.resume is not None:
+            # A resumed device's open event is closed and stored too.
+            self._store_output(self._analysis_of(device, state, 0).finish())
         del self._devices[device]
         self._touched.add(device)  # its saved state goes with the next save
         self.counters.devices_forgotten += 1

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from analyzer.ingest.device import DeviceAnalysis
 from analyzer.ingest.ordering import ReorderBuffer
+
+if TYPE_CHECKING:
+    from analyzer.ingest.journal import SavedDevice
 
 
 @dataclass
@@ -110,3 +114,4 @@ class DeviceState:
     implausible: int = 0
     fed_end_ns: int | None = None  # end of the last frame the pipeline took (journal.py)
     held_saved: set[tuple[int, int]] = field(default_factory=set)  # (seq, ns) in the journal
+    resume: SavedDevice | None = None  # saved detection state, restored on first use
