@@ -120,6 +120,22 @@ class Outbox:
         with self._lock:
             self._db.executemany("DELETE FROM frames WHERE seq = ?", [(s,) for s in seqs])
 
+    def delete_ranges(self, ranges: list[tuple[int, int]]) -> int:
+        """Forget the frames numbered within the inclusive ``ranges`` (the analyzer confirmed
+        them); how many were waiting."""
+        if not ranges:
+            return 0
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                deleted = sum(self._db.execute("DELETE FROM frames WHERE seq BETWEEN ? AND ?",
+                                               r).rowcount for r in ranges)
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                self._db.execute("ROLLBACK")
+                raise
+        return deleted
+
     def backlog(self) -> int:
         """Number of frames waiting for a broker acknowledgement."""
         with self._lock:

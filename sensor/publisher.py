@@ -269,7 +269,8 @@ class FramePublisher:
         self._thread.start()
 
     def wait_drained(self, timeout_s: float | None = None, progress_s: float = 5.0) -> bool:
-        """Block until the outbox is empty (every frame acknowledged); False on timeout."""
+        """Block until the outbox is empty (every frame confirmed, or with ``confirm =
+        "broker"`` acknowledged); False on timeout."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         last_report = time.monotonic()
         while self.outbox.backlog() > 0:
@@ -277,7 +278,9 @@ class FramePublisher:
                 return False
             if time.monotonic() - last_report >= progress_s:
                 log.info(
-                    "waiting for the broker to acknowledge %d frame(s)%s",
+                    "waiting for the %s to %s %d frame(s)%s",
+                    *(("analyzer", "confirm") if self.confirm == CONFIRM_BY_ANALYZER
+                      else ("broker", "acknowledge")),
                     self.outbox.backlog(),
                     "" if self.connected else f" (not connected: {self.link.status()})",
                 )
@@ -397,7 +400,7 @@ class FramePublisher:
 
     def _collect_confirmations(self) -> None:
         """Delete the frames the analyzer confirmed it stored."""
-        done: list[int] = []
+        confirmed: list[tuple[int, int]] = []
         while True:
             try:
                 payload = self._confirmations.get_nowait()
@@ -409,15 +412,14 @@ class FramePublisher:
                 self.bad_confirmations += 1
                 log.warning("ignored a confirmation on %s: %s", stored_topic(self.device_id), exc)
                 continue
-            done += self._unconfirmed.confirm(ranges)
-            # Frames confirmed while a re-sent copy is in flight, or before a restart, are
-            # deleted too: the outbox keeps only what the analyzer has not stored.
-            early = [s for s in self._payloads if any(a <= s <= b for a, b in ranges)]
-            self._confirmed_early.update(early)
-            done += early
-        if done:
-            self.confirmed += len(done)
-            self.outbox.delete(done)
+            self._unconfirmed.confirm(ranges)
+            # Frames in flight (a copy sent again, or not yet acknowledged by the broker) are
+            # not waited for once their PUBACK comes.
+            self._confirmed_early.update(
+                s for s in self._payloads if any(a <= s <= b for a, b in ranges))
+            confirmed += ranges
+        # Every confirmed frame leaves the outbox, also one confirmed before a restart.
+        self.confirmed += self.outbox.delete_ranges(confirmed)
 
     def _resend_recent(self) -> None:
         """After a reconnect: put the frames acknowledged within RESEND_WINDOW_S back into
