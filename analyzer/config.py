@@ -98,9 +98,14 @@ class AnalyzerConfig:
     confirm_stored: bool = setting(
         True, "after storing a device's frames, publish their sequence numbers on "
         "barkwatch/cmd/v1/<device>/stored, so that its sensor deletes them from its outbox "
-        "(sensor outbox.confirm = 'analyzer'); and drop, acknowledged to the broker but not "
-        "confirmed, a device's QoS 1 frames beyond its share of the inbox (the sensor sends "
-        "them again): a flood then delays no other device (docs/FAULTS.md)"
+        "(sensor outbox.confirm = 'analyzer'); harmless to sensors that do not listen"
+    )
+    drop_flood: bool = setting(
+        True, "with confirm_stored: drop, acknowledged to the broker but not confirmed, a "
+        "device's QoS 1 frames beyond its share of the inbox (its sensor sends them again), so "
+        "a flood delays no other device. Set false while any sensor deletes at the broker's "
+        "PUBACK (outbox.confirm = 'broker', or older than issue 32): its catch-up bursts "
+        "would lose frames (docs/FAULTS.md)"
     )
     journal_path: str = setting(
         "", "SQLite file of each device's detection state, saved with every stored batch so "

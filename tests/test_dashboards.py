@@ -94,6 +94,7 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Filled]:
     with Services(root / "services") as services:
         config = AnalyzerConfig(
             stats_interval_s=1.0, sites_dir=str(sites),
+            drop_flood=False,  # a burst from a plain client, which sends nothing again
             mqtt=MqttSettings(port=services.broker.port, keepalive_s=5, reconnect_max_s=1),
             influx=InfluxSettings(url=services.influx.url, retry_max_s=0.5))
         analyzer = Analyzer(config)

@@ -106,6 +106,7 @@ class Analyzer:
                  ) -> None:
         self.config = config
         self._share = config.share
+        self._drop_flood = config.confirm_stored and config.drop_flood
         self.counters = AnalyzerCounters()
         self.influx = InfluxClient(config.influx)
         self.refused = RefusedPoints(config.influx.refused_points_file,
@@ -229,7 +230,7 @@ class Analyzer:
             device = INVALID_TOPICS
         queued = self._inbox.put((self._generation, message), device,
                                  len(message.payload) + len(device), message.qos,
-                                 self.stop_event, drop_qos1_flood=self.config.confirm_stored)
+                                 self.stop_event, drop_qos1_flood=self._drop_flood)
         if not queued and message.qos > 0 and not self.stop_event.is_set():
             # Beyond the device's share (a flood): let the broker forget it now. It is not
             # confirmed, so a real sensor sends it again (sensor/confirmations.py).
