@@ -170,7 +170,7 @@ def test_a_bark_in_quiet_background_noise_scores_high_on_the_dog_classes(
     bark, rate = sf.read(DATA / "lugaru_bark2.flac")
     assert rate == SR
     # -60 dBFS of seeded white noise around the bark, the bark in the patch's middle. In digital
-    # silence the same bark scores only 0.23 (models/MODEL_CARD.md, YAMNet).
+    # silence the same bark scores only 0.23 (docs/MODEL_HISTORY.md, YAMNet).
     samples = 0.001 * np.random.default_rng(0).standard_normal(SR)
     samples[4_000 : 4_000 + bark.size] += bark
     assert dog_score_of(network, samples).max() > 0.8

@@ -69,7 +69,7 @@ LEVEL_RANGE_DBFS = (-50.0, -10.0)  # mixture RMS: about -30 dBFS +- 20 dB
 ACTIVE_BELOW_PEAK_DB = 30.0
 PROMINENT_DB = 8.0  # a bark stands this far above its clip's own floor
 MASKED_BELOW_BACKGROUND_DB = 6.0
-# Options (off by default: the bundled model was trained without them; MODEL_CARD.md has the
+# Options (off by default: the bundled model was trained without them; docs/MODEL_HISTORY.md has the
 # measured effect). Rare labels may get more augmented copies, up to ``rare_copy_factor`` times
 # the base number, so that the few birds, other animals, voices and non-bark dog sounds weigh
 # more against the many UrbanSound8K clips: copies = base x REFERENCE_CLIPS / clips with that

@@ -1,7 +1,7 @@
 """Held-out validation of a model with the deployed streaming scorer and event tracker: clip
 and step AUPRC, event counts by SNR, false alarms in a long non-dog soundscape, a threshold
-sweep, and the held-out clips scored as recorded (:func:`validate`; the model card defines
-each metric).
+sweep, and the held-out clips scored as recorded (:func:`validate`; docs/MODEL_HISTORY.md,
+"Validation", defines each metric).
 """
 
 from __future__ import annotations
