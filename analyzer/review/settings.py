@@ -60,12 +60,25 @@ def load_review_settings(path: str) -> ReviewSettings:
     if bool(settings.ssl_keyfile) != bool(settings.ssl_certfile):
         raise ReviewConfigError("config keys 'ssl_keyfile' and 'ssl_certfile' go together: "
                                 "set both or neither")
+    written = [key for key in INFLUX_WRITE_KEYS
+               if getattr(settings.influx, key) != getattr(InfluxSettings(), key)]
+    if written:
+        raise ReviewConfigError(
+            f"config key 'influx.{written[0]}' is the analyzer's (how it writes); the review "
+            "application only reads InfluxDB: remove it (barkwatch review --describe lists "
+            "the keys it takes)")
     return settings
 
 
+# InfluxSettings' keys about writing: the analyzer's, never the review application's.
+INFLUX_WRITE_KEYS = ("batch_points", "batch_bytes", "retry_max_s", "refused_points_file",
+                     "refused_points_max_bytes")
+
+
 def describe_review_settings() -> str:
-    """Every key with its default and description."""
-    return "\n".join(describe(ReviewSettings))
+    """Every key the review application takes, with its default and description."""
+    return "\n".join(line for line in describe(ReviewSettings)
+                     if line.split(" = ")[0].removeprefix("influx.") not in INFLUX_WRITE_KEYS)
 
 
 def session_key(settings: ReviewSettings) -> str:
