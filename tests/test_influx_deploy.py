@@ -17,12 +17,15 @@ from analyzer.deploy.services import InfluxDB
 from analyzer.store import InfluxClient, InfluxSettings
 from analyzer.store.influx import InfluxUnavailable
 
-PASSWORDS = {"admin": "admin-secret", "barkwatch": "analyzer-secret", "grafana": "grafana-secret"}
+PASSWORDS = {"admin": "admin-secret", "barkwatch": "analyzer-secret", "review": "review-secret",
+             "grafana": "grafana-secret"}
 SETUP = [  # (who runs it, statement), in the document's order
     (None, "CREATE USER admin WITH PASSWORD 'admin-secret' WITH ALL PRIVILEGES"),
     ("admin", "CREATE DATABASE barkwatch"),
     ("admin", "CREATE USER barkwatch WITH PASSWORD 'analyzer-secret'"),
     ("admin", "GRANT ALL ON barkwatch TO barkwatch"),
+    ("admin", "CREATE USER review WITH PASSWORD 'review-secret'"),
+    ("admin", "GRANT READ ON barkwatch TO review"),
     ("admin", "CREATE USER grafana WITH PASSWORD 'grafana-secret'"),
     ("admin", "GRANT READ ON barkwatch TO grafana"),
 ]
@@ -68,11 +71,13 @@ def test_the_analyzers_user_without_admin_rights_starts_on_the_database_made_for
         analyzer.query('CREATE DATABASE "other"', database="")
 
 
-def test_grafanas_user_reads_but_cannot_write(influx: InfluxDB) -> None:
-    assert '"error"' not in _post(influx.url, "grafana", "SELECT * FROM level", "barkwatch")
+@pytest.mark.parametrize("user", ["grafana", "review"])
+def test_the_read_only_users_read_but_cannot_write(influx: InfluxDB, user: str) -> None:
+    assert '"error"' not in _post(influx.url, user, "SELECT * FROM level", "barkwatch")
+    token = base64.b64encode(f"{user}:{PASSWORDS[user]}".encode()).decode()
     write = urllib.request.Request(
         f"{influx.url}/write?db=barkwatch", data=b"level,device=x laeq_db=50 1", method="POST",
-        headers={"Authorization": "Basic " + base64.b64encode(b"grafana:grafana-secret").decode()},
+        headers={"Authorization": "Basic " + token},
     )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(write, timeout=10)
