@@ -5,6 +5,7 @@ from __future__ import annotations
 from analyzer.cases.accounts import (
     USERNAME_PATTERN,
     OfficerAccount,
+    account_by_id,
     accounts,
     add_account,
     check_username,
@@ -69,6 +70,7 @@ __all__ = [
     "OfficerException",
     "Placement",
     "TimeInputError",
+    "account_by_id",
     "accounts",
     "add_account",
     "candidate_windows",

@@ -83,6 +83,13 @@ def find_account(store: CaseStore, username: str) -> OfficerAccount | None:
     return OfficerAccount(*row) if row else None
 
 
+def account_by_id(store: CaseStore, account_id: int) -> OfficerAccount | None:
+    """The account ``account_id`` (enabled or not), or None: the review application checks
+    each request's session against it (issue 33: a disabled account kept its session)."""
+    row = store.db.execute(_SELECT + " WHERE id = ?", (account_id,)).fetchone()
+    return OfficerAccount(*row) if row else None
+
+
 def accounts(store: CaseStore) -> list[OfficerAccount]:
     """Every account, in order of creation."""
     return [OfficerAccount(*row) for row in store.db.execute(_SELECT + " ORDER BY id")]

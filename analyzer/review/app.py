@@ -25,11 +25,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from analyzer.cases import CaseError
+from analyzer.cases import CaseError, account_by_id
 from analyzer.errors import AnalyzerError, InfluxUnavailable
 from analyzer.review import pages, recording, signin
 from analyzer.review.context import HERE, Review, client_address
-from analyzer.review.sessions import CSRF_FIELD, OfficerSession, csrf_matches
+from analyzer.review.sessions import CSRF_FIELD, OfficerSession, csrf_matches, still_valid
 from analyzer.review.settings import ReviewSettings, session_key
 
 log = logging.getLogger(__name__)
@@ -49,8 +49,22 @@ def _review(request: Request) -> Review:
     return review
 
 
-def _signed_in(request: Request) -> OfficerSession | None:
-    session = _review(request).sessions.find(request.session.get("sid"))
+def _account_still_valid(review: Review, session: OfficerSession) -> bool:
+    with review.case_file() as store:
+        return still_valid(session, account_by_id(store, session.account_id))
+
+
+async def _signed_in(request: Request) -> OfficerSession | None:
+    """The request's live session, checked against its account in the case file on every
+    request: a disabled account or a changed password ends it (issue 33)."""
+    review = _review(request)
+    session = review.sessions.find(request.session.get("sid"))
+    if session is not None and not await run_in_threadpool(_account_still_valid, review,
+                                                           session):
+        log.warning("session of %s ended: account disabled or password changed",
+                    session.username)
+        review.sessions.close(session.sid)
+        session = None
     if session is None:
         request.session.pop("sid", None)
     request.state.officer = session
@@ -60,7 +74,7 @@ def _signed_in(request: Request) -> OfficerSession | None:
 def page(handler: PageHandler) -> Callable[[Request], Any]:
     """A GET route for signed-in officers; anyone else is sent to sign in."""
     async def endpoint(request: Request) -> Response:
-        session = _signed_in(request)
+        session = await _signed_in(request)
         if session is None:
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(f"/signin?next={quote(target)}", status_code=303)
@@ -74,7 +88,7 @@ def form(handler: FormHandler, signed_in: bool = True) -> Callable[[Request], An
     async def endpoint(request: Request) -> Response:
         review = _review(request)
         data = await request.form()
-        session = _signed_in(request)
+        session = await _signed_in(request)
         if not csrf_matches(request.session, data.get(CSRF_FIELD)):
             log.warning("POST %s from %s refused: missing or wrong CSRF token",
                         request.url.path, client_address(request))

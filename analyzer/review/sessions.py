@@ -8,6 +8,7 @@ POST must carry it (OWASP's synchronizer-token pattern).
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 import threading
@@ -31,6 +32,20 @@ class OfficerSession:
     officer: str
     signed_in_ns: int
     last_seen_ns: int
+    credential: str  # fingerprint of the password hash at sign-in (see credential_of)
+
+
+def credential_of(account: OfficerAccount) -> str:
+    """A fingerprint of the account's password hash: a session opened before the password
+    was changed no longer matches it, so each request can tell (issue 33)."""
+    return hashlib.sha256(account.password_hash.encode()).hexdigest()
+
+
+def still_valid(session: OfficerSession, account: OfficerAccount | None) -> bool:
+    """True while the session's account exists, is enabled and has the password it was
+    opened with."""
+    return (account is not None and account.active and account.id == session.account_id
+            and hmac.compare_digest(credential_of(account), session.credential))
 
 
 class SessionRegistry:
@@ -47,7 +62,7 @@ class SessionRegistry:
         """A new session for ``account`` (a fresh id: no fixation of an earlier one)."""
         now = self.clock()
         session = OfficerSession(secrets.token_urlsafe(32), account.id, account.username,
-                                 account.officer, now, now)
+                                 account.officer, now, now, credential_of(account))
         with self._lock:
             self._open[session.sid] = session
         return session
