@@ -4,11 +4,12 @@ limits live in it). Loopback by default; TLS by uvicorn's own settings or a reve
 from __future__ import annotations
 
 import logging
+import socket
 
 import uvicorn
 
 from analyzer.review.app import create_app
-from analyzer.review.settings import ReviewSettings
+from analyzer.review.settings import ReviewConfigError, ReviewSettings
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +29,26 @@ def uvicorn_config(settings: ReviewSettings) -> uvicorn.Config:
         timeout_graceful_shutdown=settings.limits.graceful_shutdown_s)
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The bound, listening socket, or ReviewConfigError naming the address and why (so the
+    log never says the application is on an address it could not take)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ReviewConfigError(f"cannot listen on {host}:{port} (config keys 'host' and "
+                                f"'port'): {exc.strerror or exc}") from exc
+    return sock
+
+
 def serve(settings: ReviewSettings) -> None:
     """Run until SIGINT or SIGTERM (uvicorn handles both)."""
+    sock = listening_socket(settings.host, settings.port)
     scheme = "https" if settings.ssl_certfile else "http"
     log.info("review application on %s://%s:%d/ (case file %s, InfluxDB %s)", scheme,
              settings.host, settings.port, settings.cases_db, settings.influx.url)
-    uvicorn.Server(uvicorn_config(settings)).run()
+    uvicorn.Server(uvicorn_config(settings)).run(sockets=[sock])
