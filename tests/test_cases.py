@@ -124,7 +124,9 @@ def test_a_refused_record_leaves_no_audit_entry(tmp_path: Path) -> None:
 
 
 def test_a_citation_counts_the_citations_at_the_address_before_it(tmp_path: Path) -> None:
-    with CaseFile(tmp_path / "cases.sqlite", Clock()) as store:
+    clock = Clock()
+    clock.now = T0 + 86400 * NS  # records are dated at most a day after the clock
+    with CaseFile(tmp_path / "cases.sqlite", clock) as store:
         first = a_case(store)
         second = store.open_complaint(1, "Bo Next", "555-0102", T0 + 86400 * NS,
                                       T0 + 86000 * NS, T0 + 87000 * NS, True, "Ofc. Lund")

@@ -4,6 +4,8 @@ tests/test_review_http.py."""
 
 from __future__ import annotations
 
+import pytest
+
 from analyzer.cases import CaseFile, add_account, disable_account
 from analyzer.review import hash_password
 from tests.test_review_http import PASSWORD, Browser, Server, server
@@ -42,3 +44,42 @@ def test_a_changed_password_ends_the_sessions_opened_with_the_old_one(server: Se
         store.db.execute("UPDATE officer_accounts SET password_hash = ? WHERE username = ?",
                          (hash_password("another long password"), "chg"))
     assert browser.request("/cases")[0] == 303
+
+
+def test_a_contact_attempt_dated_2100_is_refused_by_the_case_file(server: Server) -> None:
+    from analyzer.cases import CaseError, parse_local_time
+    with CaseFile(server.case.db) as store, pytest.raises(CaseError,
+                                                          match="outside the plausible window"):
+        store.add_contact_attempt(server.case.complaint, parse_local_time("2100-01-01 10:00"),
+                                  "phone", "no_answer", "Ofc. Kay")
+
+
+def test_a_record_dated_after_2262_from_the_web_form_is_refused_not_a_500(
+        server: Server) -> None:
+    browser = Browser(server.base)
+    browser.sign_in()
+    path = f"/cases/{server.case.complaint}"
+    browser.request(path)  # the case page's form token
+    status, _, _ = browser.request(f"{path}/record/observation", {
+        "csrf_token": browser.token, "note": "late", "at": "2999-01-01 10:00"})
+    assert status == 303
+    status, _, body = browser.request(path)
+    assert status == 200 and "outside the plausible window" in body
+
+
+def test_a_right_to_left_override_or_an_escape_in_a_name_or_note_is_refused(
+        server: Server) -> None:
+    from analyzer.cases import CaseError
+    with CaseFile(server.case.db) as store:
+        with pytest.raises(CaseError, match="U\\+202E at position 4"):
+            store.add_address("12 \u202eElm", "Ofc. Kay")
+        with pytest.raises(CaseError, match="U\\+001B"):
+            store.add_observation(server.case.complaint, server.clock.now, "Ofc. Kay",
+                                  "ok \x1b[2J\x1b]0;owned\x07")
+        assert store.add_observation(server.case.complaint, server.clock.now, "Ofc. Kay",
+                                     "two\r\nlines\tand a tab") > 0
+
+
+def test_case_show_escapes_control_characters_already_in_the_file() -> None:
+    from analyzer.cases.store import shown_safely
+    assert shown_safely("a\x1b[2Jb\u202ec\nd") == "a\\u001b[2Jb\\u202ec\nd"

@@ -42,14 +42,45 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 RULES = ("continuous", "intermittent")
 MAX_NOTE_CHARS = 4000  # a record's notes or observation, characters
+# A record's time: not before 2000 (no Barkwatch evidence is older) and not more than a day
+# after the case file's clock (issue 33: a contact attempt dated 2100 counted for seizure
+# condition 4, and times after 2262 do not fit SQLite's 64-bit integers).
+EARLIEST_RECORD_NS = 946_684_800 * 1_000_000_000  # 2000-01-01T00:00Z
+MAX_RECORD_AHEAD_NS = 86_400 * 1_000_000_000
+# Characters refused in entered text (issue 33): C0/C1 controls (terminal escape sequences
+# reached `barkwatch case show` raw) and Unicode bidirectional controls (U+202E reordered
+# what followed a name). Line breaks and tabs stay allowed in notes.
+_REFUSED = {*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0), 0x061C, 0x200E, 0x200F,
+            *range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+_NOTE_ALLOWED = {0x09, 0x0A, 0x0D}
 
 
 class CaseError(AnalyzerError):
     """A record cannot be written or found (the message names the field and the value)."""
 
 
+def check_characters(value: str, name: str, allowed: set[int] | frozenset[int] = frozenset()
+                     ) -> str:
+    """``value`` unless it holds a control or bidirectional-control character (CaseError
+    names the field, the code point and where it is)."""
+    for index, char in enumerate(value):
+        point = ord(char)
+        if point in _REFUSED and point not in allowed:
+            raise CaseError(f"{name} holds the control character U+{point:04X} at position "
+                            f"{index + 1}; remove it (control and bidirectional characters "
+                            "are refused)")
+    return value
+
+
+def shown_safely(text: str) -> str:
+    """``text`` for a terminal: every control or bidirectional character but a line break or
+    a tab written as ``\\uXXXX`` (records older than the check at entry may hold them)."""
+    return "".join(f"\\u{ord(c):04x}" if ord(c) in _REFUSED and ord(c) not in (0x09, 0x0A)
+                   else c for c in text)
+
+
 def _text(value: str, name: str, required: bool = True) -> str:
-    cleaned = value.strip()
+    cleaned = check_characters(value.strip(), name)
     if required and not cleaned:
         raise CaseError(f"{name} is empty")
     return cleaned
@@ -58,7 +89,10 @@ def _text(value: str, name: str, required: bool = True) -> str:
 def _note(value: str, name: str, required: bool = False) -> str:
     """Free text of a record, at most MAX_NOTE_CHARS characters (the report lays each one
     out in a table cell; issue 33 measured a 1 MB note as hours of PDF rendering)."""
-    cleaned = _text(value, name, required)
+    cleaned = value.strip()
+    if required and not cleaned:
+        raise CaseError(f"{name} is empty")
+    check_characters(cleaned, name, _NOTE_ALLOWED)
     if len(cleaned) > MAX_NOTE_CHARS:
         raise CaseError(f"{name} has {len(cleaned):,} characters; at most {MAX_NOTE_CHARS:,} "
                         "are kept (write the rest as a further record)")
@@ -130,6 +164,14 @@ class CaseStore:
             raise
         self.db.execute("COMMIT")
 
+    def _record_time(self, at_ns: int, name: str = "the record's time") -> int:
+        """``at_ns`` if it lies from 2000 to a day after now; else CaseError saying so."""
+        latest = self.file.clock() + MAX_RECORD_AHEAD_NS
+        if not EARLIEST_RECORD_NS <= at_ns <= latest:
+            raise CaseError(f"{name} ({at_ns / 1e9:.0f} s since 1970) is outside the plausible "
+                            "window: from 2000-01-01 to one day after now")
+        return at_ns
+
     def _insert(self, table: str, values: dict[str, Any], actor: str, action: str) -> int:
         """Insert one record and its audit entry in one transaction; returns the row id."""
         actor = _text(actor, "officer")
@@ -171,8 +213,10 @@ class CaseStore:
                     owner_contact: str = "") -> int:
         """A premises (street address); ``owner_*`` the dog's owner or custodian if known."""
         return self._insert("addresses", {
-            "premises": _text(premises, "premises"), "owner_name": owner_name.strip(),
-            "owner_contact": owner_contact.strip(), "created_ns": self.file.clock()},
+            "premises": _text(premises, "premises"),
+            "owner_name": _text(owner_name, "owner name", required=False),
+            "owner_contact": _text(owner_contact, "owner contact", required=False),
+            "created_ns": self.file.clock()},
             officer, "add address")
 
     def address(self, address_id: int) -> Address:
@@ -258,7 +302,8 @@ class CaseStore:
         """An attempt to reach the owner (seizure cond. 4)."""
         self.complaint(complaint_id)
         return self._insert("contact_attempts", {
-            "complaint_id": complaint_id, "at_ns": at_ns, "method": _text(method, "method"),
+            "complaint_id": complaint_id, "at_ns": self._record_time(at_ns),
+            "method": _text(method, "method"),
             "outcome": _choice(outcome, "outcome", CONTACT_OUTCOMES),
             "officer": _text(officer, "officer"), "notes": _note(notes, "notes")},
             officer, "record contact attempt")
@@ -273,7 +318,8 @@ class CaseStore:
         """What the officer saw or heard."""
         self.complaint(complaint_id)
         return self._insert("observations", {
-            "complaint_id": complaint_id, "at_ns": at_ns, "officer": _text(officer, "officer"),
+            "complaint_id": complaint_id, "at_ns": self._record_time(at_ns),
+            "officer": _text(officer, "officer"),
             "notes": _note(notes, "observation", required=True)}, officer, "record observation")
 
     def observations(self, complaint_id: int) -> list[Observation]:
@@ -287,7 +333,8 @@ class CaseStore:
         self.complaint(complaint_id)
         return self._insert("exceptions", {
             "complaint_id": complaint_id, "kind": _choice(kind, "exception", EXCEPTION_KINDS),
-            "at_ns": at_ns, "officer": _text(officer, "officer"), "notes": _note(notes, "notes")},
+            "at_ns": self._record_time(at_ns), "officer": _text(officer, "officer"),
+            "notes": _note(notes, "notes")},
             officer, "record exception")
 
     def exceptions(self, complaint_id: int) -> list[OfficerException]:
@@ -304,7 +351,8 @@ class CaseStore:
             raise CaseError(f"condition {condition} is not one the officer attests "
                             f"(4-7); 1 and 3 come from the records, 2 from a finding")
         return self._insert("attestations", {
-            "complaint_id": complaint_id, "condition": condition, "at_ns": at_ns,
+            "complaint_id": complaint_id, "condition": condition,
+            "at_ns": self._record_time(at_ns),
             "officer": _text(officer, "officer"), "notes": _note(notes, "notes")},
             officer, f"attest condition {condition}")
 
@@ -329,7 +377,8 @@ class CaseStore:
         complaint = self.complaint(complaint_id)
         return self._insert("dispositions", {
             "complaint_id": complaint_id, "kind": _choice(kind, "disposition", DISPOSITIONS),
-            "at_ns": at_ns, "officer": _text(officer, "officer"), "notes": _note(notes, "notes"),
+            "at_ns": self._record_time(at_ns), "officer": _text(officer, "officer"),
+            "notes": _note(notes, "notes"),
             "prior_citations": self.prior_citations(complaint.address_id, at_ns)},
             officer, "record disposition")
 

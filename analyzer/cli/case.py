@@ -31,6 +31,7 @@ from analyzer.cases import (
 )
 from analyzer.cases.backup import backup_case_file, restore_case_file
 from analyzer.cases.localtime import TimeInputError
+from analyzer.cases.store import shown_safely
 from analyzer.cli.options import add_influx_options, influx_client
 
 DB_ENV = "BARKWATCH_CASES_DB"
@@ -215,44 +216,50 @@ def run_export(args: argparse.Namespace, store: CaseStore) -> int:
     return 0
 
 
+def _say(text: str) -> None:
+    """Print a line of records: control and bidirectional characters escaped (issue 33)."""
+    print(shown_safely(text))
+
+
+
 def print_view(view: CaseView) -> None:
     """The complaint, its records, its links as verified now, and the checklist."""
     c, a = view.complaint, view.address
-    print(f"Complaint #{c.id} at {a.premises} (address #{a.id}; owner "
+    _say(f"Complaint #{c.id} at {a.premises} (address #{a.id}; owner "
           f"{a.owner_name or 'unknown'})")
-    print(f"  complainant  {c.complainant_name}, {c.complainant_contact} ({c.complainant_role})"
+    _say(f"  complainant  {c.complainant_name}, {c.complainant_contact} ({c.complainant_role})"
           "  [personal data]")
-    print(f"  received     {format_time(c.received_ns)} by {c.officer}"
+    _say(f"  received     {format_time(c.received_ns)} by {c.officer}"
           f"{'' if c.contemporaneous else ', not contemporaneous'}")
-    print(f"  barking      {format_time(c.span_start_ns)} to {format_time(c.span_end_ns)}")
+    _say(f"  barking      {format_time(c.span_start_ns)} to {format_time(c.span_end_ns)}")
     for p in view.placements:
         until = format_time(p.removed_ns) if p.removed_ns is not None else "now"
-        print(f"  device       {p.device_id} from {format_time(p.placed_ns)} to {until}")
+        _say(f"  device       {p.device_id} from {format_time(p.placed_ns)} to {until}")
     for t in view.contacts:
-        print(f"  contact      {format_time(t.at_ns)} {t.method}: {t.outcome} ({t.officer})"
+        _say(f"  contact      {format_time(t.at_ns)} {t.method}: {t.outcome} ({t.officer})"
               f" {t.notes}".rstrip())
     for o in view.observations:
-        print(f"  observation  {format_time(o.at_ns)} {o.officer}: {o.notes}")
+        _say(f"  observation  {format_time(o.at_ns)} {o.officer}: {o.notes}")
     for e in view.exceptions:
-        print(f"  EXCEPTION    {e.kind} {format_time(e.at_ns)} {e.officer}: {e.notes}")
+        _say(f"  EXCEPTION    {e.kind} {format_time(e.at_ns)} {e.officer}: {e.notes}")
     for d in view.dispositions:
-        print(f"  disposition  {d.kind} {format_time(d.at_ns)} {d.officer}; "
+        _say(f"  disposition  {d.kind} {format_time(d.at_ns)} {d.officer}; "
               f"{d.prior_citations} earlier citation(s) at the address {d.notes}".rstrip())
     for check in view.checks:
         k = check.link
-        print(f"  evidence     {k.rule} {k.device_id} {format_time(k.start_ns)} to "
+        _say(f"  evidence     {k.rule} {k.device_id} {format_time(k.start_ns)} to "
               f"{format_time(k.end_ns)} digest {k.digest}: {check.state.upper()}")
         for detail in check.details:
-            print(f"               {detail}")
+            _say(f"               {detail}")
     if not view.checks:
-        print("  evidence     none linked (barkwatch case link)")
-    print("Seizure checklist (subd. 5):")
+        _say("  evidence     none linked (barkwatch case link)")
+    _say("Seizure checklist (subd. 5):")
     for item in view.checklist:
-        print(f"  [{'x' if item.met else ' '}] {item.number}. {item.basis}: {item.text}")
+        _say(f"  [{'x' if item.met else ' '}] {item.number}. {item.basis}: {item.text}")
         for line in item.evidence:
-            print(f"        + {line}")
+            _say(f"        + {line}")
         for line in item.missing:
-            print(f"        - missing: {line}")
+            _say(f"        - missing: {line}")
 
 
 def _run(args: argparse.Namespace, store: CaseStore) -> int:
