@@ -83,3 +83,55 @@ def test_a_right_to_left_override_or_an_escape_in_a_name_or_note_is_refused(
 def test_case_show_escapes_control_characters_already_in_the_file() -> None:
     from analyzer.cases.store import shown_safely
     assert shown_safely("a\x1b[2Jb\u202ec\nd") == "a\\u001b[2Jb\\u202ec\nd"
+
+
+def _raw(server: Server, head: str, body: bytes = b"") -> tuple[int, dict[str, str]]:
+    """Send one raw HTTP/1.1 request; (status, headers) of the answer."""
+    import socket
+    host, port = server.base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(head.encode() + b"\r\n" + body)
+        data = b""
+        for _ in range(1000):  # bounded: an answer's head is well under 1000 chunks
+            chunk = sock.recv(65536)
+            if not chunk or b"\r\n\r\n" in data + chunk:
+                data += chunk
+                break
+            data += chunk
+    lines = data.split(b"\r\n\r\n")[0].decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}
+
+
+def test_an_id_at_or_above_2_to_the_63_is_a_404_with_the_security_headers(
+        server: Server) -> None:
+    browser = Browser(server.base)
+    browser.sign_in()
+    status, _, body = browser.request(f"/cases/{2**63}")
+    assert status == 404 and "There is no such page." in body
+    cookie = "; ".join(f"{c.name}={c.value}" for c in browser.jar)
+    status, headers = _raw(server, f"GET /cases/{2**64} HTTP/1.1\r\nHost: x\r\n"
+                                   f"Cookie: {cookie}\r\n")
+    assert status == 404 and "content-security-policy" in headers
+
+
+def test_a_body_over_the_limit_is_refused_413_before_it_is_read(server: Server) -> None:
+    status, headers = _raw(server, "POST /signin HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                   "application/x-www-form-urlencoded\r\n"
+                                   f"Content-Length: {200 * 1024 * 1024}\r\n")
+    assert status == 413 and "content-security-policy" in headers
+
+
+def test_a_streamed_body_past_the_limit_is_refused_413(server: Server) -> None:
+    body = b"a=" + b"x" * 70000
+    chunked = f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    status, _ = _raw(server, "POST /signin HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                             "application/x-www-form-urlencoded\r\n"
+                             "Transfer-Encoding: chunked\r\n", chunked)
+    assert status == 413
+
+
+def test_a_multipart_body_is_refused_415(server: Server) -> None:
+    status, headers = _raw(server, "POST /signin HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                                   "multipart/form-data; boundary=b\r\nContent-Length: 0\r\n")
+    assert status == 415 and "x-frame-options" in headers

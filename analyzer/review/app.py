@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -103,27 +104,113 @@ def form(handler: FormHandler, signed_in: bool = True) -> Callable[[Request], An
     return endpoint
 
 
+class CaseId(Convertor[int]):
+    """A record id in a path: up to 18 digits, so it fits SQLite's 64-bit integer (issue 33:
+    ids at or above 2^63 gave a 500); longer is no route, a 404."""
+
+    regex = "[0-9]{1,18}"
+
+    def convert(self, value: str) -> int:
+        return int(value)
+
+    def to_string(self, value: int) -> str:
+        return str(value)
+
+
+register_url_convertor("id", CaseId())
+
+
+class BodyTooLarge(Exception):
+    """A request body past the bound (raised from ``receive``; answered 413)."""
+
+
+class BodyLimit:
+    """Refuses a request body past ``max_bytes`` before anything parses it (issue 33: 180 MB
+    of form fields were read before the CSRF check): 413 for a Content-Length over the bound
+    or once the streamed bytes pass it; 415 for multipart/form-data, which no form here
+    sends (a 200 MB file was spooled to disk before the 403)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        if headers.get(b"content-type", b"").lower().startswith(b"multipart/"):
+            await _plain(send, 415, "multipart/form-data is not accepted here")
+            return
+        length = headers.get(b"content-length", b"0")
+        if not length.isdigit() or int(length) > self.max_bytes:
+            await _plain(send, 413, f"the request body is over {self.max_bytes} bytes")
+            return
+        seen = 0
+        started = False
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise BodyTooLarge
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except BodyTooLarge:
+            if not started:
+                await _plain(send, 413, f"the request body is over {self.max_bytes} bytes")
+
+
+async def _plain(send: Send, status: int, text: str) -> None:
+    """A short plain-text answer sent from middleware (security headers are added outside)."""
+    body = f"{status}: {text}\n".encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()), (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
+
+
 class SecurityHeaders:
-    """Adds the content security policy and related headers to every response."""
+    """Adds the content security policy and related headers to every response (HSTS when
+    served over TLS), also to the 500 of an unexpected error, which it answers itself."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = False
+
         async def send_with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 names = {name.lower() for name, _ in headers}
                 extra = [(b"content-security-policy", CSP.encode()),
                          (b"x-content-type-options", b"nosniff"),
                          (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY")]
+                if scope.get("scheme") == "https":
+                    extra.append((b"strict-transport-security", b"max-age=31536000"))
                 headers += [(n, v) for n, v in extra if n not in names]
                 message["headers"] = headers
+                started = True
             await send(message)
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            log.exception("%s %s failed", scope.get("method"), scope.get("path"))
+            if not started:
+                await _plain(send_with_headers, 500, "the server failed on this request")
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
@@ -154,21 +241,22 @@ def create_app(settings: ReviewSettings, clock: Callable[[], int] = time.time_ns
         Route("/signin", form(signin.sign_in, signed_in=False), methods=["POST"]),
         Route("/signout", form(signin.sign_out), methods=["POST"]),
         Route("/cases", page(pages.cases_page)),
-        Route("/cases/{complaint:int}", page(pages.case_page)),
-        Route("/cases/{complaint:int}/report.html", page(pages.report_html)),
-        Route("/cases/{complaint:int}/report.pdf", page(pages.report_pdf)),
-        Route("/cases/{complaint:int}/findings/{link:int}", page(pages.finding_page)),
-        Route("/cases/{complaint:int}/findings/{link:int}/data", page(pages.finding_data)),
-        Route("/addresses/{address:int}/devices", page(pages.devices_page)),
-        Route("/cases/{complaint:int}/record/{kind:str}", form(recording.record),
+        Route("/cases/{complaint:id}", page(pages.case_page)),
+        Route("/cases/{complaint:id}/report.html", page(pages.report_html)),
+        Route("/cases/{complaint:id}/report.pdf", page(pages.report_pdf)),
+        Route("/cases/{complaint:id}/findings/{link:id}", page(pages.finding_page)),
+        Route("/cases/{complaint:id}/findings/{link:id}/data", page(pages.finding_data)),
+        Route("/addresses/{address:id}/devices", page(pages.devices_page)),
+        Route("/cases/{complaint:id}/record/{kind:str}", form(recording.record),
               methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [
         Middleware(SecurityHeaders),
+        Middleware(BodyLimit, max_bytes=settings.max_body_bytes),
         Middleware(SessionMiddleware, secret_key=session_key(settings), session_cookie=COOKIE,
                    max_age=settings.session_max_s, same_site="strict",
-                   https_only=settings.secure_cookies),
+                   https_only=settings.secure_cookies or bool(settings.ssl_certfile)),
     ]
     app = Starlette(routes=routes, middleware=middleware, exception_handlers={
         HTTPException: _not_found, CaseError: _case_error, InfluxUnavailable: _influx_down,

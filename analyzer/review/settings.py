@@ -29,7 +29,11 @@ class ReviewSettings:
     session_max_s: int = setting(43200, "a session expires this long after sign-in, s",
                                  300, 604800)
     secure_cookies: bool = setting(False, "mark the session cookie Secure (HTTPS only): set "
-                                   "when served over TLS")
+                                   "when a TLS proxy serves the app (always on when "
+                                   "ssl_certfile is set)")
+    max_body_bytes: int = setting(65536, "largest request body accepted; larger is refused "
+                                  "413 before it is read or parsed (a 4,000-character note "
+                                  "fits), bytes", 1024, 16777216)
     max_failures_per_account: int = setting(5, "failed sign-ins of one account before it is "
                                             "refused for the window", 1, 1000)
     max_failures_per_address: int = setting(20, "failed sign-ins from one client address "
