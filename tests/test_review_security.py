@@ -4,11 +4,15 @@ tests/test_review_http.py."""
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
 
 from analyzer.cases import CaseFile, add_account, disable_account
+from analyzer.cli.main import main
 from analyzer.review import hash_password
-from tests.test_review_http import PASSWORD, Browser, Server, server
+from tests.test_review_http import NS, PASSWORD, Browser, Server, server
 
 __all__ = ["server"]  # the module-scoped server fixture, one for this module
 
@@ -135,3 +139,42 @@ def test_a_multipart_body_is_refused_415(server: Server) -> None:
     status, headers = _raw(server, "POST /signin HTTP/1.1\r\nHost: x\r\nContent-Type: "
                                    "multipart/form-data; boundary=b\r\nContent-Length: 0\r\n")
     assert status == 415 and "x-frame-options" in headers
+
+
+def test_unlock_user_reaches_the_running_server(
+        server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _new_account(server, "unl")
+    # The unlock is dated by the command's wall clock: put the server's clock before it.
+    server.clock.now = time.time_ns() - 300 * NS
+    browser = Browser(server.base)
+    for _ in range(8):  # 3 free, then delays that double: the last one is 16 s
+        browser.sign_in("wrong password", "unl")
+        server.clock.now += 20 * NS
+    server.clock.now -= 20 * NS
+    assert browser.sign_in(PASSWORD, "unl")[0] == 429
+    config = tmp_path / "review.toml"
+    config.write_text(f'cases_db = "{server.case.db}"\n', encoding="utf-8")
+    assert main(["review", "unlock-user", "unl", "--config", str(config), "--by", "admin"]) == 0
+    assert "unlocked" in capsys.readouterr().out
+    assert browser.sign_in(PASSWORD, "unl")[0] == 303
+
+
+def test_an_unknown_name_is_not_kept_in_the_audit_log(server: Server) -> None:
+    Browser(server.base).sign_in(PASSWORD, "my-secret-password")
+    with CaseFile(server.case.db) as store:
+        assert "my-secret-password" not in " ".join(e.detail for e in store.audit())
+
+
+def test_a_flood_of_refused_sign_ins_adds_one_audit_row(server: Server) -> None:
+    _new_account(server, "fld")
+    server.clock.now += 901 * NS  # a new window of this address's refusals
+    browser = Browser(server.base)
+    for _ in range(3):
+        browser.sign_in("wrong password", "fld")
+    with CaseFile(server.case.db) as store:
+        before = len(store.audit())
+    for _ in range(30):  # bounded: 30 refused attempts within the delay
+        assert browser.sign_in("wrong password", "fld")[0] == 429
+    with CaseFile(server.case.db) as store:
+        added = [e.action for e in store.audit()[before:]]
+    assert added == ["sign-in refused: rate limit"]

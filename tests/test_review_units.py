@@ -75,16 +75,49 @@ def test_record_access_writes_one_entry_per_complaint_in_one_go(tmp_path: Path) 
     assert about_first == ["open complaint", "view complainant identity"]
 
 
-def test_the_limiter_refuses_an_account_after_its_failures_until_the_window_passes() -> None:
+def test_the_limiter_delays_an_account_from_one_address_with_a_doubling_capped_wait() -> None:
     limiter = LoginLimiter(max_failures_per_account=3, max_failures_per_address=100,
-                           window_s=900.0)
+                           window_s=900.0, delay_s=1.0, max_delay_s=4.0)
     for i in range(3):
         assert limiter.refusal("lund", "127.0.0.1", now_s=float(i)) is None
         limiter.failed("lund", "127.0.0.1", now_s=float(i))
-    refusal = limiter.refusal("lund", "127.0.0.2", now_s=10.0)
-    assert refusal is not None and "account" in refusal and "15 min" in refusal
-    assert limiter.refusal("kay", "127.0.0.1", now_s=10.0) is None  # another account
-    assert limiter.refusal("lund", "127.0.0.2", now_s=900.0 + 2.5) is None  # all aged out
+    refusal = limiter.refusal("lund", "127.0.0.1", now_s=2.5)
+    assert refusal is not None and "unlock-user lund" in refusal
+    assert limiter.refusal("lund", "127.0.0.1", now_s=3.0) is None  # 1 s after the 3rd
+    limiter.failed("lund", "127.0.0.1", now_s=3.0)
+    assert limiter.refusal("lund", "127.0.0.1", now_s=4.9) is not None  # now 2 s
+    assert limiter.refusal("lund", "127.0.0.1", now_s=5.0) is None
+    for t in (5.0, 9.0, 13.0):
+        limiter.failed("lund", "127.0.0.1", now_s=t)
+    assert limiter.refusal("lund", "127.0.0.1", now_s=16.9) is not None  # capped at 4 s
+    assert limiter.refusal("lund", "127.0.0.1", now_s=17.0) is None
+
+
+def test_an_attackers_failures_do_not_hold_back_the_account_from_another_address() -> None:
+    limiter = LoginLimiter(max_failures_per_account=3, max_failures_per_address=100,
+                           window_s=900.0)
+    for i in range(50):
+        limiter.failed("lund", "203.0.113.9", now_s=float(i))
+    assert limiter.refusal("lund", "203.0.113.9", now_s=50.0) is not None
+    assert limiter.refusal("lund", "127.0.0.2", now_s=50.0) is None
+
+
+def test_an_unlock_clears_the_failures_recorded_before_it() -> None:
+    limiter = LoginLimiter(max_failures_per_account=1, max_failures_per_address=100,
+                           window_s=900.0)
+    limiter.failed("lund", "10.0.0.1", now_s=1.0)
+    assert limiter.refusal("lund", "10.0.0.1", now_s=1.5) is not None
+    assert limiter.unlock("lund", unlocked_s=0.5) is False  # an older unlock: no effect
+    assert limiter.unlock("lund", unlocked_s=1.2) is True
+    assert limiter.refusal("lund", "10.0.0.1", now_s=1.5) is None
+
+
+def test_refusals_of_an_address_are_recorded_once_per_window_with_the_count() -> None:
+    limiter = LoginLimiter(max_failures_per_account=1, max_failures_per_address=1,
+                           window_s=60.0)
+    assert limiter.refused("10.0.0.9", now_s=0.0) == 0
+    assert [limiter.refused("10.0.0.9", now_s=float(t)) for t in range(1, 1000)] == \
+        [59 if t % 60 == 0 else None for t in range(1, 1000)]  # one row a minute, 999 asks
 
 
 def test_the_limiter_refuses_an_address_that_tries_many_accounts() -> None:
@@ -92,9 +125,9 @@ def test_the_limiter_refuses_an_address_that_tries_many_accounts() -> None:
                            window_s=60.0)
     for i in range(4):
         limiter.failed(f"guess{i}", "10.0.0.9", now_s=1.0)
-    refusal = limiter.refusal("lund", "10.0.0.9", now_s=2.0)
+    refusal = limiter.refusal("lund", "10.0.0.9", now_s=1.5)
     assert refusal is not None and "address" in refusal
-    assert limiter.refusal("lund", "10.0.0.8", now_s=2.0) is None
+    assert limiter.refusal("lund", "10.0.0.8", now_s=1.5) is None
 
 
 def test_a_successful_sign_in_clears_the_accounts_failures() -> None:

@@ -11,6 +11,7 @@ from analyzer.cases.accounts import (
     check_username,
     disable_account,
     find_account,
+    unlock_account,
 )
 from analyzer.cases.checklist import ChecklistItem, seizure_checklist
 from analyzer.cases.links import (
@@ -82,5 +83,6 @@ __all__ = [
     "parse_local_time",
     "read_case",
     "seizure_checklist",
+    "unlock_account",
     "verify_link",
 ]

@@ -77,6 +77,16 @@ def disable_account(store: CaseStore, username: str, actor: str) -> None:
                      account.id, {"username": username})
 
 
+def unlock_account(store: CaseStore, username: str, actor: str) -> None:
+    """Audit an unlock: a running review server reads the newest such entry at the next
+    sign-in and clears the account's failed sign-ins recorded before it."""
+    account = find_account(store, username)
+    if account is None:
+        raise CaseError(f"no account {username!r}")
+    store.record_access(_text(actor, "actor"), "unlock officer account", "officer_accounts",
+                        [account.id], {"username": username})
+
+
 def find_account(store: CaseStore, username: str) -> OfficerAccount | None:
     """The account named ``username`` (enabled or not), or None."""
     row = store.db.execute(_SELECT + " WHERE username = ?", (username,)).fetchone()

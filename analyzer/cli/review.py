@@ -48,8 +48,11 @@ def add_review_parser(subparsers: Any) -> argparse.ArgumentParser:
                      help="read the password from standard input (one line)")
     disable = actions.add_parser("disable-user", help="disable an account (history stays)")
     disable.add_argument("username")
+    unlock = actions.add_parser("unlock-user", help="clear an account's failed sign-ins "
+                                "(a running server applies it at the next sign-in)")
+    unlock.add_argument("username")
     listed = actions.add_parser("users", help="list the accounts")
-    for parser in (add, disable, listed):
+    for parser in (add, disable, unlock, listed):
         _config_option(parser, argparse.SUPPRESS)  # before or after the action
         parser.add_argument("--by", default=os.environ.get("SUDO_USER")
                             or os.environ.get("USER") or "administrator",
@@ -86,7 +89,7 @@ def run_review(args: argparse.Namespace) -> int:
 
         serve(settings)
         return 0
-    from analyzer.cases import CaseFile, accounts, add_account, disable_account
+    from analyzer.cases import CaseFile, accounts, add_account, disable_account, unlock_account
 
     if args.review_action == "add-user":
         from analyzer.review import hash_password
@@ -99,6 +102,10 @@ def run_review(args: argparse.Namespace) -> int:
         with CaseFile(settings.cases_db) as store:
             disable_account(store, args.username, args.by)
         print(f"account {args.username} disabled")
+    elif args.review_action == "unlock-user":
+        with CaseFile(settings.cases_db) as store:
+            unlock_account(store, args.username, args.by)
+        print(f"account {args.username} unlocked (its failed sign-ins are cleared)")
     elif args.review_action == "users":
         with CaseFile(settings.cases_db) as store:
             for account in accounts(store):

@@ -36,7 +36,8 @@ class Review:
         self.sessions = SessionRegistry(settings.session_idle_s, settings.session_max_s, clock)
         self.limiter = LoginLimiter(settings.max_failures_per_account,
                                     settings.max_failures_per_address,
-                                    settings.failure_window_s)
+                                    settings.failure_window_s, settings.sign_in_delay_s,
+                                    settings.sign_in_max_delay_s)
         self.verifier = LinkVerifier(self.client, settings.verification_reuse_s, clock)
         self.day_frames = DailyFrames(self.client, settings.verification_reuse_s, clock)
         limits = settings.limits

@@ -1,55 +1,105 @@
-"""Sign-in attempts limited per account and per client address (pure: the time is passed in).
+"""Sign-in attempts slowed per (account, address) and per address (pure: the time is passed in).
 
-Failed attempts are counted over a sliding window; while an account or an address has used up
-its failures, every attempt is refused without checking the password (so guessing stops
-even when the guess is right). Held in memory: one server process (uvicorn, one worker).
+Issue 33: a hard per-account lockout let anyone lock an officer out. Now the failures are
+counted per (account, address) and per address: the first ``free`` failures cost nothing,
+after that each attempt must wait a delay that doubles with every further failure, capped at
+``max_delay_s``; failures older than ``window_s`` are forgotten. The right password from
+another address is never held back by someone else's failures. While a delay runs the
+password is not checked (so guessing stops even when the guess is right).
+
+Held in the server's memory (one uvicorn process). ``barkwatch review unlock-user NAME``
+reaches a running server through the case file's audit log: :meth:`unlock` is called with
+the time of the newest unlock entry, and clears the account's failures recorded before it.
+Refusals past a limit are summarised per address and window (:meth:`refused`), so a flood
+adds one audit row per window, not one per attempt.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import defaultdict, deque
+from dataclasses import dataclass
+
+
+@dataclass
+class _Failures:
+    count: int
+    first_s: float
+    last_s: float
 
 
 class LoginLimiter:
-    """Failures per account and per address within ``window_s`` seconds."""
+    """Progressive sign-in delays; times in seconds."""
 
     def __init__(self, max_failures_per_account: int, max_failures_per_address: int,
-                 window_s: float) -> None:
-        self.max_account = max_failures_per_account
-        self.max_address = max_failures_per_address
+                 window_s: float, delay_s: float = 1.0, max_delay_s: float = 300.0) -> None:
+        self.free_pair = max_failures_per_account
+        self.free_address = max_failures_per_address
         self.window_s = window_s
-        self._accounts: defaultdict[str, deque[float]] = defaultdict(deque)
-        self._addresses: defaultdict[str, deque[float]] = defaultdict(deque)
+        self.delay_s = delay_s
+        self.max_delay_s = max_delay_s
+        self._pairs: dict[tuple[str, str], _Failures] = {}
+        self._addresses: dict[str, _Failures] = {}
+        self._refusals: dict[str, tuple[float, int]] = {}  # address -> (window start, count)
         self._lock = threading.Lock()  # handlers run in the server's thread pool
 
-    def _recent(self, table: defaultdict[str, deque[float]], key: str, now_s: float) -> int:
-        times = table[key]
-        while times and times[0] <= now_s - self.window_s:
-            times.popleft()
-        if not times:
-            del table[key]
-            return 0
-        return len(times)
+    def _wait_s(self, failures: _Failures | None, free: int, now_s: float) -> float:
+        """Seconds still to wait (0: may try now)."""
+        if failures is None or now_s - failures.last_s >= self.window_s or failures.count < free:
+            return 0.0
+        delay = min(self.delay_s * 2.0 ** (failures.count - free), self.max_delay_s)
+        return max(0.0, failures.last_s + delay - now_s)
 
     def refusal(self, username: str, address: str, now_s: float) -> str | None:
-        """Why an attempt now must be refused, or None when it may go ahead."""
-        minutes = f"{self.window_s / 60:g} min"
+        """Why an attempt now must wait, or None when it may go ahead."""
         with self._lock:
-            if self._recent(self._accounts, username, now_s) >= self.max_account:
-                return (f"too many failed sign-ins for this account: wait {minutes} or ask an "
-                        "administrator")
-            if self._recent(self._addresses, address, now_s) >= self.max_address:
-                return f"too many failed sign-ins from this address: wait {minutes}"
+            pair = self._wait_s(self._pairs.get((username, address)), self.free_pair, now_s)
+            if pair > 0:
+                return (f"too many failed sign-ins for this account from this address: try "
+                        f"again in {pair:.0f} s (an administrator can clear this with "
+                        f"barkwatch review unlock-user {username})")
+            wait = self._wait_s(self._addresses.get(address), self.free_address, now_s)
+            if wait > 0:
+                return f"too many failed sign-ins from this address: try again in {wait:.0f} s"
         return None
 
     def failed(self, username: str, address: str, now_s: float) -> None:
         """Count a failed attempt."""
         with self._lock:
-            self._accounts[username].append(now_s)
-            self._addresses[address].append(now_s)
+            self._pairs[(username, address)] = self._count(
+                self._pairs.get((username, address)), now_s)
+            self._addresses[address] = self._count(self._addresses.get(address), now_s)
 
-    def succeeded(self, username: str) -> None:
-        """A correct password clears the account's failures (not the address's)."""
+    def _count(self, old: _Failures | None, now_s: float) -> _Failures:
+        if old is None or now_s - old.last_s >= self.window_s:
+            return _Failures(1, now_s, now_s)
+        old.count += 1
+        old.last_s = now_s
+        return old
+
+    def succeeded(self, username: str, address: str = "") -> None:
+        """A correct password clears the account's failures from that address (and, with no
+        address given, from every address)."""
         with self._lock:
-            self._accounts.pop(username, None)
+            for key in [k for k in self._pairs if k[0] == username and address in ("", k[1])]:
+                del self._pairs[key]
+
+    def unlock(self, username: str, unlocked_s: float) -> bool:
+        """Clear the account's failures recorded before ``unlocked_s`` (an administrator's
+        unlock); True when any were cleared."""
+        with self._lock:
+            keys = [k for k, f in self._pairs.items()
+                    if k[0] == username and f.first_s <= unlocked_s]
+            for key in keys:
+                del self._pairs[key]
+            return bool(keys)
+
+    def refused(self, address: str, now_s: float) -> int | None:
+        """Count a refusal from ``address``: the number of refusals the previous audit row
+        did not carry when this one should be written (the first of a window), else None."""
+        with self._lock:
+            start, count = self._refusals.get(address, (-1e18, 0))
+            if now_s - start >= self.window_s:
+                self._refusals[address] = (now_s, 1)
+                return max(0, count - 1)
+            self._refusals[address] = (start, count + 1)
+            return None

@@ -34,11 +34,20 @@ class ReviewSettings:
     max_body_bytes: int = setting(65536, "largest request body accepted; larger is refused "
                                   "413 before it is read or parsed (a 4,000-character note "
                                   "fits), bytes", 1024, 16777216)
-    max_failures_per_account: int = setting(5, "failed sign-ins of one account before it is "
-                                            "refused for the window", 1, 1000)
+    max_failures_per_account: int = setting(5, "failed sign-ins of one account from one "
+                                            "client address before each further attempt "
+                                            "must wait (sign_in_delay_s, doubling)", 1, 1000)
     max_failures_per_address: int = setting(20, "failed sign-ins from one client address "
-                                            "before it is refused for the window", 1, 100000)
-    failure_window_s: float = setting(900.0, "window of the sign-in limits, s", 10.0, 86400.0)
+                                            "(any account) before each further attempt "
+                                            "must wait", 1, 100000)
+    failure_window_s: float = setting(900.0, "failures are forgotten this long after the "
+                                      "last one; refused attempts are audited once per "
+                                      "address and window, s", 10.0, 86400.0)
+    sign_in_delay_s: float = setting(1.0, "the first wait past the free failures; it doubles "
+                                     "with each further failure, s", 0.1, 60.0)
+    sign_in_max_delay_s: float = setting(300.0, "the longest wait between sign-in attempts "
+                                         "(barkwatch review unlock-user clears it), s",
+                                         1.0, 3600.0)
     trusted_proxy: str = setting(
         "", "address of a reverse proxy whose X-Forwarded-For/-Proto to believe (the client "
         "address the limits count); empty: none")

@@ -12,6 +12,8 @@ from analyzer.review.passwords import burn_time, verify_password
 from analyzer.review.sessions import NS, OfficerSession, csrf_token
 
 ACCOUNTS = "officer_accounts"
+UNLOCKED = "unlock officer account"  # written by barkwatch review unlock-user
+UNKNOWN_NAME = "(unknown name)"  # what the audit says for a name that is no account
 NOBODY = "(not signed in)"  # the audit log's actor for an attempt with no known account
 
 
@@ -50,10 +52,20 @@ def sign_in(review: Review, request: Request, _: OfficerSession | None,
             else None
         actor = account.officer if account else NOBODY
         entity = [account.id if account else 0]
+        shown_name = username if account else UNKNOWN_NAME  # never a mistyped password
+        if account is not None:
+            unlocked = store.db.execute(
+                "SELECT max(at_ns) FROM audit_log WHERE action = ? AND entity = ? AND "
+                "entity_id = ?", (UNLOCKED, ACCOUNTS, account.id)).fetchone()[0]
+            if unlocked is not None:
+                review.limiter.unlock(username, unlocked / NS)
         refusal = review.limiter.refusal(username, address, now_s)
         if refusal is not None:
-            store.record_access(actor, "sign-in refused: rate limit", ACCOUNTS, entity,
-                                {"username": username, "client": address})
+            unrecorded = review.limiter.refused(address, now_s)
+            if unrecorded is not None:  # the first refusal of this address's window
+                store.record_access(actor, "sign-in refused: rate limit", ACCOUNTS, entity,
+                                    {"username": shown_name, "client": address,
+                                     "earlier_refusals_not_recorded": unrecorded})
             return refuse(429, f"Sign-in refused: {refusal}.")
         if account is not None and account.active:
             accepted = verify_password(account.password_hash, password)
@@ -65,10 +77,10 @@ def sign_in(review: Review, request: Request, _: OfficerSession | None,
             reason = ("wrong password" if account and account.active else
                       "account disabled" if account else "unknown user name")
             store.record_access(actor, "sign-in refused", ACCOUNTS, entity,
-                                {"username": username, "client": address, "reason": reason})
+                                {"username": shown_name, "client": address, "reason": reason})
             return refuse(401, "Wrong user name or password.")
         assert account is not None
-        review.limiter.succeeded(username)
+        review.limiter.succeeded(username, address)
         session = review.sessions.open(account)
         store.record_access(account.officer, "sign in", ACCOUNTS, [account.id],
                             {"username": username, "client": address})
