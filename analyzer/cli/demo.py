@@ -115,6 +115,7 @@ def run_demo(recording: str | None = None, keep_running: bool = False,
         if recording:
             path, scene = Path(recording), None
         else:
+            _say("      making the scene from the bundled recording (seeded: the same every run) ...")
             scene = make_scene(*load_material())
             path = write_scene(scene, work / "scene.flac")
         site_record = site_template(
@@ -198,6 +199,8 @@ def _replay(path: Path, scene: Scene | None, site_record: str, workdir: Path,
             influx=InfluxSettings(url=services.influx.url, database="barkwatch"),
         )
     )
+    _say("      starting the analyzer (the first run after installing also compiles "
+         "librosa's kernels: up to a minute) ...")
     analyzer.start()
     try:
         _say("[2/4] analyzer subscribed to barkwatch/v1/+/+")
