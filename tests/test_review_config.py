@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,44 @@ def test_a_port_already_taken_is_named_and_never_announced_as_served(tmp_path: P
     assert result.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port} (config keys 'host' and 'port')" in result.stderr
     assert "review application on" not in result.stderr + result.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_idle_connections_are_closed_and_oversized_headers_refused(tmp_path: Path) -> None:
+    port = _free_port()
+    config = tmp_path / "review.toml"
+    config.write_text(f'port = {port}\ncases_db = "{tmp_path / "cases.sqlite"}"\n'
+                      "[limits]\nkeep_alive_s = 1\nmax_header_bytes = 4096\n")
+    server = subprocess.Popen([BARKWATCH, "review", "--config", config],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until it listens (bounded)
+            try:
+                idle = socket.create_connection(("127.0.0.1", port), timeout=1)
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, server.stderr
+                time.sleep(0.2)
+        with idle:
+            idle.sendall(b"GET /signin HTTP/1.1\r\nHost: x\r\n\r\n")
+            idle.settimeout(20)
+            answer = b""
+            while b"</html>" not in answer.lower():
+                answer += idle.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 200")
+            assert idle.recv(1) == b""  # the server closed the idle keep-alive connection
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as big:
+            # Headers that never end (a slow client dribbling them): past the bound the
+            # server stops buffering and refuses.
+            big.sendall(b"GET /signin HTTP/1.1\r\nHost: x\r\nX-Filler: " + b"a" * 8000)
+            reply = big.recv(65536)
+            assert reply.startswith(b"HTTP/1.1 400") or reply == b"", reply[:100]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -43,6 +43,13 @@ class LoadLimits:
     graceful_shutdown_s: int = setting(5, "on SIGTERM, requests in flight may finish for this "
                                        "long; then they are cancelled (renders killed), s",
                                        0, 60)
+    max_connections: int = setting(200, "connections and requests served at once; past that "
+                                   "uvicorn answers 503 at once (slow clients cannot hold every "
+                                   "worker)", 10, 10000)
+    keep_alive_s: int = setting(5, "an idle kept-alive connection is closed after this long, s",
+                                1, 120)
+    max_header_bytes: int = setting(16384, "the most bytes of request line and headers the "
+                                    "server buffers before refusing the request", 4096, 1048576)
 
 
 class QueriesBusy(AnalyzerError):

@@ -26,7 +26,14 @@ def uvicorn_config(settings: ReviewSettings) -> uvicorn.Config:
         server_header=False, log_config=None, access_log=True,
         # SIGTERM: requests in flight get this long, then are cancelled (a PDF render is a
         # process that is killed), so a stop ends within seconds (issue 33).
-        timeout_graceful_shutdown=settings.limits.graceful_shutdown_s)
+        timeout_graceful_shutdown=settings.limits.graceful_shutdown_s,
+        # Slow or idle clients: a cap on what is served at once (503 past it), idle
+        # connections closed, a bound on buffered headers. Timeouts on reading a slow client's
+        # headers and body are the reverse proxy's (docs/DEPLOY.md, "Security").
+        limit_concurrency=settings.limits.max_connections,
+        timeout_keep_alive=settings.limits.keep_alive_s,
+        # h11 (not httptools) is the HTTP implementation that applies the header bound.
+        http="h11", h11_max_incomplete_event_size=settings.limits.max_header_bytes)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
