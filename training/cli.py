@@ -44,7 +44,7 @@ from analyzer.detect import (
 )
 from training import trainset
 from training.corpus import licence_counts, read_manifests
-from training.finetune import add_finetune_parser, run_finetune
+from training.finetune_cli import add_finetune_parser, run_finetune
 from training.fit import (
     BALANCE,
     DISTIL_WEIGHT,

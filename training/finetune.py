@@ -1,31 +1,6 @@
-"""Fine-tuning YAMNet's top blocks for dog vocalisations on this CPU, judged on left-out sources
-(issue 39, first step: does adapting the network beat untouched YAMNet on sources it never saw?).
-
-Recipe:
-
-- **Examples.** Every clip of the corpora (train/, extra/, dogs/) as recorded, plus
-  ``copies`` copies placed as a dog next door is heard: 5-60 m away, with ISO 9613-1 air
-  absorption over that distance (10 degC, 70 % RH; ``analyzer.acoustics.absorption_db_per_m``,
-  applied per FFT bin), a ground reflection (source 0.5 m, microphone 2 m above grass,
-  reflection factor 0.6-0.9, its delay from the path difference), reverberation half the time
-  (``training.augment``), mixed into a real background bed at -5..+20 dB SNR (RMS over the
-  clip) with the microphone's self-noise (-85..-75 dBFS white). Spherical spreading only
-  changes the level, which the SNR draw sets. Other sounds are placed the same way, so being
-  mixed says nothing about being a dog. Beds come from background recordings that are never
-  used for evaluation (``training.head_data.is_held_out_background``).
-- **Cache.** YAMNet's convolutions up to separable block ``train_from`` run once per patch
-  (``sensor.yamnet_features.clip_patches``), their output kept as float16.
-- **Training.** The blocks from ``train_from`` on and a new dog output (1,024 -> 1, started
-  from YAMNet's "Dog" class, so the network starts where YAMNet is) are trained with a
-  multiple-instance loss: an example's logit is the largest of its patches' (a dog clip need
-  only hold a dog somewhere; a clip of something else must hold none), binary cross-entropy,
-  the two classes weighted equally, Adam.
-- **Judged leaving sources out.** Sources (``corpus/source``) go to ``folds`` folds by a stable
-  hash; each fold's network is trained without the fold's sources and their clips' copies,
-  then scores them: as recorded, and placed 30 m away in held-out beds at 0 and +10 dB. Clip
-  score: the largest patch score. Untouched YAMNet (the largest of its dog classes' scores)
-  is scored on the same patches.
-"""
+"""Fine-tuning YAMNet's top blocks for dog vocalisations on this CPU, judged on left-out sources:
+the examples, the cache of the frozen bottom, the training and the judging that
+:mod:`training.finetune_recipe` describes (``barkwatch-train finetune``)."""
 
 from __future__ import annotations
 
@@ -45,6 +20,7 @@ from sensor.yamnet_features import clip_patches
 from sensor.yamnet_network import load_class_names
 from training.augment import _reverb
 from training.corpus import RATE, load_audio, unit_hash
+from training.finetune_recipe import Recipe
 from training.head_data import CorpusClip, is_background, is_held_out_background
 from training.head_eval import clip_figures
 from training.yamnet_torch import YamnetTorch, block_start
@@ -60,21 +36,6 @@ EVAL_DISTANCE_M = 30.0
 EVAL_SNRS_DB = (0.0, 10.0)
 MAX_CLIP_S = 10.0
 MAX_PATCHES_PER_BATCH = 512
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """What one fine-tuning run does (printed with its figures)."""
-
-    copies: int = 2
-    train_from: int = 12  # first trained separable block (1-13)
-    epochs: int = 3
-    batch_examples: int = 32
-    learning_rate: float = 1e-4
-    head_learning_rate: float = 1e-3
-    folds: int = 5
-    seed: int = 1
-    threads: int = 2
 
 
 def rms(x: np.ndarray) -> float:
@@ -327,54 +288,3 @@ def evaluate(clips: list[CorpusClip], recipe: Recipe,
     return report
 
 
-
-def add_finetune_parser(commands: Any) -> Any:
-    """``barkwatch-train finetune``: the options of :class:`Recipe`, the corpora, --out."""
-    import argparse
-    from pathlib import Path
-
-    parser: argparse.ArgumentParser = commands.add_parser(
-        "finetune", help="fine-tune YAMNet's top blocks for dogs; judge them on left-out "
-        "sources against untouched YAMNet",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, action="append", required=True, metavar="DIR",
-                        help="folder with manifest.csv and audio (repeatable)")
-    parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
-    parser.add_argument("--every", type=int, default=1, metavar="N",
-                        help="use every N-th clip only (a quick look; default 1: all)")
-    helps = {"copies": "placed copies of each clip for training",
-             "train_from": "first separable block trained (1-13; the rest stays frozen)",
-             "epochs": "passes over the training examples", "batch_examples":
-             "examples per step", "learning_rate": "Adam's rate for the blocks",
-             "head_learning_rate": "Adam's rate for the dog output", "folds":
-             "folds of sources (each trained without its sources)", "seed": "seed of every "
-             "draw", "threads": "PyTorch threads"}
-    for field, default in Recipe().__dict__.items():
-        parser.add_argument(f"--{field.replace('_', '-')}", type=type(default), default=default,
-                            help=f"{helps[field]} (default {default})")
-    return parser
-
-
-def run_finetune(args: Any, parser: Any) -> int:
-    """Check the options, run :func:`evaluate`, print (and write) the figures as JSON."""
-    import json
-
-    from training.head_data import read_corpora
-
-    for corpus in args.corpus:
-        if not (corpus / "manifest.csv").is_file():
-            parser.error(f"{corpus}/manifest.csv not found")
-    if not 1 <= args.train_from <= 13:
-        parser.error(f"--train-from must be a separable block 1-13, not {args.train_from}")
-    if min(args.copies + 1, args.epochs, args.batch_examples, args.folds - 1, args.every,
-           args.threads) < 1:
-        parser.error("--copies must be 0 or more, --folds 2 or more, and --epochs, "
-                     "--batch-examples, --every and --threads 1 or more")
-    recipe = Recipe(**{f: getattr(args, f) for f in Recipe().__dict__})
-    clips = read_corpora(args.corpus)[:: args.every]
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    text = json.dumps(evaluate(clips, recipe), indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
-    return 0
