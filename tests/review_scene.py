@@ -102,3 +102,20 @@ def file_case(db: Path, client: InfluxClient, day: int = 0, span_end_s: int = 18
             store.add_link(complaint, w.device_id, w.rule, w.start_ns,
                            int(stored.fields["end_ns"]), w.digest, OFFICER)
     return Case(db, complaint, address, len(found))
+
+
+def evidence_with_case(influx_url: str, db: Path, username: str, officer: str,
+                       password_hash: str) -> Case:
+    """The review tests' common scene: the database with the evening's evidence (2 windows),
+    the case file with the complaint linked to them, and one administrator account."""
+    from analyzer.cases import add_account
+    from analyzer.store import InfluxSettings
+
+    client = InfluxClient(InfluxSettings(url=influx_url))
+    client.create_database()
+    windows = store_evidence(client, evening_barks(), 6500)
+    case = file_case(db, client)
+    assert windows == case.links == 2
+    with CaseFile(db) as store:
+        add_account(store, username, officer, password_hash, "admin")
+    return case

@@ -25,11 +25,15 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-from analyzer.cases import CaseFile, add_account
+from analyzer.cases import CaseFile
 from analyzer.deploy.services import Services
 from analyzer.review import ReviewSettings, hash_password, uvicorn_config
-from analyzer.store import InfluxClient, InfluxSettings
-from tests.review_scene import COMPLAINANT, Case, evening_barks, file_case, store_evidence
+from analyzer.store import InfluxSettings
+from tests.review_scene import (
+    COMPLAINANT,
+    Case,
+    evidence_with_case,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 USER, OFFICER, PASSWORD = "kay", "Ofc. Kay", "correct horse battery"
@@ -58,13 +62,8 @@ class Site:
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("review")
     with Services(root / "services") as services:
-        client = InfluxClient(InfluxSettings(url=services.influx.url))
-        client.create_database()
-        assert store_evidence(client, evening_barks(), 6500) == 2
-        case = file_case(root / "cases.sqlite", client)
-        assert case.links == 2
-        with CaseFile(case.db) as store:
-            add_account(store, USER, OFFICER, hash_password(PASSWORD), "admin")
+        case = evidence_with_case(services.influx.url, root / "cases.sqlite", USER, OFFICER,
+                                  hash_password(PASSWORD))
         settings = ReviewSettings(port=free_port(), cases_db=str(case.db),
                                   influx=InfluxSettings(url=services.influx.url))
         server = uvicorn.Server(uvicorn_config(settings))

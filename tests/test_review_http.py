@@ -26,14 +26,13 @@ from analyzer.cases import CaseFile, add_account
 from analyzer.cli.main import main
 from analyzer.deploy.services import Services
 from analyzer.review import ReviewSettings, create_app, hash_password
-from analyzer.store import InfluxClient, InfluxSettings
+from analyzer.store import InfluxSettings
 from tests.review_scene import (
     COMPLAINANT,
     T0,
     Case,
     evening_barks,
-    file_case,
-    store_evidence,
+    evidence_with_case,
 )
 
 NS = 1_000_000_000
@@ -61,12 +60,8 @@ class Server:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("review-http")
     with Services(root / "services") as services:
-        client = InfluxClient(InfluxSettings(url=services.influx.url))
-        client.create_database()
-        store_evidence(client, evening_barks(), 6500)
-        case = file_case(root / "cases.sqlite", client)
-        with CaseFile(case.db) as store:
-            add_account(store, USER, OFFICER, hash_password(PASSWORD), "admin")
+        case = evidence_with_case(services.influx.url, root / "cases.sqlite", USER, OFFICER,
+                                  hash_password(PASSWORD))
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = int(s.getsockname()[1])

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from analyzer.cases import CaseFile, add_account
+from analyzer.cases import CaseFile
 from analyzer.cases.store import MAX_NOTE_CHARS
 from analyzer.deploy.services import Services, free_port
 from analyzer.review import ReviewSettings, create_app, hash_password
@@ -32,7 +32,13 @@ from analyzer.review.queries import plot_data
 from analyzer.store import InfluxClient, InfluxSettings
 from analyzer.store.rollup import LEVEL_ROLLUP, PROGRESS_ROLLUP, backfill
 from tests.conftest import wait_until
-from tests.review_scene import DEVICE, OFFICER, T0, Case, evening_barks, file_case, store_evidence
+from tests.review_scene import (
+    DEVICE,
+    OFFICER,
+    T0,
+    Case,
+    evidence_with_case,
+)
 from tests.test_review_http import PASSWORD, USER, Browser, Clock
 
 NS = 1_000_000_000
@@ -51,12 +57,9 @@ class Scene:
 def scene(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scene]:
     root = tmp_path_factory.mktemp("review-load")
     with Services(root / "services") as services:
-        client = InfluxClient(InfluxSettings(url=services.influx.url))
-        client.create_database()
-        store_evidence(client, evening_barks(), 6500)
-        case = file_case(root / "cases.sqlite", client)
+        case = evidence_with_case(services.influx.url, root / "cases.sqlite", USER, "Ofc. Kay",
+                                  hash_password(PASSWORD))
         with CaseFile(case.db) as store:
-            add_account(store, USER, "Ofc. Kay", hash_password(PASSWORD), "admin")
             heavy = store.open_complaint(case.address, "Di Later", "555-0102",
                                          T0 - 86400 * NS, T0 - 87000 * NS, T0 - 86000 * NS,
                                          True, OFFICER)
