@@ -115,7 +115,8 @@ def run_demo(recording: str | None = None, keep_running: bool = False,
         if recording:
             path, scene = Path(recording), None
         else:
-            _say("      making the scene from the bundled recording (seeded: the same every run) ...")
+            _say("      making the scene from the bundled recording (seeded: the same every "
+                 "run) ...")
             scene = make_scene(*load_material())
             path = write_scene(scene, work / "scene.flac")
         site_record = site_template(
