@@ -10,6 +10,7 @@ import logging
 import os
 import pwd
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -66,3 +67,26 @@ def owner_of(path: Path) -> str:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return str(uid)
+
+
+SQLITE_SIDE_FILES = ("-wal", "-shm")
+
+
+def set_sqlite_file_aside(path: Path, label: str, now: datetime | None = None) -> Path:
+    """Rename the SQLite database ``path`` and its ``-wal`` and ``-shm`` files to
+    ``PATH.<label>-YYYYMMDDTHHMMSSZ`` beside it (``-2``, ``-3``, ... when that name is taken),
+    kept for inspection, and return the new name. The side files go with it: left beside a new
+    file of the old name, SQLite would replay a stale ``-wal`` into it. Raises OSError when it
+    cannot be renamed."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    target = path.with_name(f"{path.name}.{label}-{stamp}")
+    n = 1
+    while target.exists() or target.is_symlink():
+        n += 1
+        target = path.with_name(f"{path.name}.{label}-{stamp}-{n}")
+    os.rename(path, target)
+    for suffix in SQLITE_SIDE_FILES:
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.rename(side, target.with_name(target.name + suffix))
+    return target

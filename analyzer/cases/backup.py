@@ -20,12 +20,13 @@ import time
 from collections.abc import Callable
 from contextlib import closing
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from analyzer.cases.store import CaseError, CaseFile, CaseStore, create_private_file
+from analyzer.files import SQLITE_SIDE_FILES, set_sqlite_file_aside
 
 log = logging.getLogger(__name__)
-SIDE_FILES = ("-wal", "-shm")
 
 
 @dataclass(frozen=True)
@@ -100,17 +101,10 @@ def restore_case_file(backup: str | Path, target: str | Path, officer: str,
         checked = _checked(connection, backup)
     kept: Path | None = None
     if target.exists():
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(clock() / 1e9))
-        kept = target.with_name(f"{target.name}.replaced-{stamp}")
-        if kept.exists():
-            raise CaseError(f"{kept} exists already; wait a second and try again")
-        os.replace(target, kept)
-        for suffix in SIDE_FILES:
-            side = target.with_name(target.name + suffix)
-            if side.exists():
-                os.replace(side, kept.with_name(kept.name + suffix))
+        kept = set_sqlite_file_aside(target, "replaced",
+                                     datetime.fromtimestamp(clock() / 1e9, UTC))
     else:
-        for suffix in SIDE_FILES:  # a stale side file alone would be replayed into the copy
+        for suffix in SQLITE_SIDE_FILES:  # a stale side file alone would be replayed into it
             target.with_name(target.name + suffix).unlink(missing_ok=True)
     staging = target.with_name(f".{target.name}.restoring")
     staging.unlink(missing_ok=True)

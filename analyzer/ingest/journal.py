@@ -26,15 +26,15 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 import pickle
 import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from analyzer.files import set_sqlite_file_aside
 from analyzer.ingest.device import DeviceAnalysis
 from analyzer.ingest.ordering import ReorderBuffer
 from sensor.wire import Frame
@@ -78,7 +78,7 @@ CREATE TABLE IF NOT EXISTS stored_frames (
 _COLUMNS = {"device_state": ["device", "format", "state"],
             "stored_frames": ["device", "seq", "capture_ns"],
             "held_frames": ["device", "seq", "capture_ns", "frame"]}
-SET_ASIDE_SUFFIX = ".damaged-"  # journal.sqlite.damaged-20261202T142600Z
+SET_ASIDE_LABEL = "damaged"  # journal.sqlite.damaged-20261202T142600Z
 
 
 class JournalError(Exception):
@@ -89,18 +89,7 @@ def set_aside(path: Path, now: datetime | None = None) -> Path:
     """Rename the damaged journal ``path`` (and its ``-wal`` and ``-shm`` files) to
     ``PATH.damaged-YYYYMMDDTHHMMSSZ`` beside it, kept for inspection; the new name. Raises
     OSError when it cannot be renamed."""
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
-    target = path.with_name(f"{path.name}{SET_ASIDE_SUFFIX}{stamp}")
-    n = 1
-    while target.exists() or target.is_symlink():
-        n += 1
-        target = path.with_name(f"{path.name}{SET_ASIDE_SUFFIX}{stamp}-{n}")
-    os.rename(path, target)
-    for suffix in ("-wal", "-shm"):
-        side = path.with_name(path.name + suffix)
-        if side.exists():
-            os.rename(side, target.with_name(target.name + suffix))
-    return target
+    return set_sqlite_file_aside(path, SET_ASIDE_LABEL, now)
 
 
 def detection_context(analysis: DeviceAnalysis) -> str:
