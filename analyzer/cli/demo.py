@@ -71,7 +71,10 @@ def _stopped_by_signals(stop: threading.Event) -> Iterator[None]:
         return
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+        # Set from another thread: the handler runs on the main thread, which may be inside
+        # stop.wait() holding the event's (non-reentrant) lock; stop.set() here would then
+        # wait for that lock forever (a SIGTERM once hung the demo past 60 s).
+        threading.Thread(target=stop.set, name="demo-stop", daemon=True).start()
 
     previous = {number: signal.signal(number, on_signal)
                 for number in (signal.SIGINT, signal.SIGTERM)}  # fmt: skip
