@@ -255,10 +255,14 @@ class FrameBuilder:
             first = patches[0].first
             embeddings = np.concatenate([p.embeddings for p in patches])
             class_scores = np.concatenate([p.class_scores for p in patches])
+            tuned = [p.dog_scores for p in patches if p.dog_scores is not None]
+            dog_scores: np.ndarray | None = (np.concatenate(tuned) if len(tuned) == len(patches)
+                                             else None)
         else:
             first = 0
             embeddings = np.zeros((0, EMBEDDING_SIZE), np.float32)
             class_scores = np.zeros((0, N_CLASSES), np.float32)
+            dog_scores = np.zeros(0, np.float32) if self.networks.yamnet.fine_tuned else None
         segment_ns = self.start_ns + round(self._segment_start_sample * 1e9 / self.sample_rate)
         return dataclasses.replace(
             frame,
@@ -266,6 +270,7 @@ class FrameBuilder:
             patch_start_ns=segment_ns + first * PATCH_HOP_NS if patches else frame.capture_ns,
             embeddings=embeddings,
             class_scores=class_scores,
+            patch_dog_scores=dog_scores,
         )
 
     def _start(self, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

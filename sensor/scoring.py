@@ -54,6 +54,7 @@ class Patches:
     first: int
     embeddings: np.ndarray  # k x 1024
     class_scores: np.ndarray  # k x 521, 0..1
+    dog_scores: np.ndarray | None = None  # k, the fine-tuned network's, 0..1 (None: YAMNet only)
 
     def __len__(self) -> int:
         return len(self.embeddings)
@@ -141,20 +142,24 @@ class SensorNetworks:
             padding = MIN_CLIP_SAMPLES + hops * PATCH_HOP_SAMPLES - self._samples_16k - tail.size
             patches = self._patches(np.concatenate([tail, np.zeros(padding)]))
         else:
-            patches = Patches(self.front_end.patches_emitted, np.zeros((0, EMBEDDING_SIZE),
-                              np.float32), np.zeros((0, N_CLASSES), np.float32))  # fmt: skip
+            patches = self._no_patches(self.front_end.patches_emitted)
         self.reset()
         return scores, patches
+
+    def _no_patches(self, first: int) -> Patches:
+        return Patches(first, np.zeros((0, EMBEDDING_SIZE), np.float32),
+                       np.zeros((0, N_CLASSES), np.float32),
+                       np.zeros(0, np.float32) if self.yamnet.fine_tuned else None)
 
     def _patches(self, audio_16k: np.ndarray) -> Patches:
         first = self.front_end.patches_emitted
         self._samples_16k += audio_16k.size
         mel_patches = self.front_end.process(audio_16k)
         if len(mel_patches) == 0:
-            return Patches(first, np.zeros((0, EMBEDDING_SIZE), np.float32),
-                           np.zeros((0, N_CLASSES), np.float32))  # fmt: skip
+            return self._no_patches(first)
         output = self.yamnet.run(mel_patches)
-        return Patches(first, np.asarray(output.embeddings, np.float32), output.scores)
+        return Patches(first, np.asarray(output.embeddings, np.float32), output.scores,
+                       self.yamnet.fine_tuned_dog_scores(output))
 
 
 __all__ = ["CNN_GATE_DB", "Patches", "SensorNetworks", "TARGET_RATE_HZ", "cached_yamnet",

@@ -61,6 +61,9 @@ key          type       meaning
 ``emb``      bytes      float16 YAMNet embeddings, row-major (patches x 1024), each >= 0
 ``ys``       bytes      float16 YAMNet class scores, 0..1, row-major (patches x 521)
 ``mv``       str        versions of the networks behind ``dog_s`` and ``emb``/``ys``
+``dg``       bytes      optional: float16 dog score per patch, 0..1, of the fine-tuned network
+                        the sensor runs beside YAMNet (``models/dog_yamnet.onnx``, issue 39),
+                        one per row of ``emb``; absent from a sensor with YAMNet only
 ``cstep``    int        optional: the sensor's wall clock stepped by this many ns against
                         the sample clock since the previous frame (NTP correcting it);
                         absent when it did not (capture time is unaffected: sample count)
@@ -105,7 +108,7 @@ MAX_VERSION_CHARS = 128
 ENVELOPE_HOP_S = 0.5
 MIN_ENVELOPE_HOP_S = 0.5
 MAX_ENVELOPE_HOP_S = 4.0  # a frame's longest span ('n' up to 4 s)
-MAX_MAP_KEYS = 64  # a frame has 32 or 33 fields; a map on the wire with more than 64 is refused
+MAX_MAP_KEYS = 64  # a frame has 32 to 34 fields; a map on the wire with more than 64 is refused
 
 
 def frame_topic(device_id: str) -> str:
@@ -182,6 +185,8 @@ class Frame:
     class_scores: np.ndarray = field(repr=False)
     model_versions: str
     clock_step_ns: int = 0
+    # the fine-tuned network's dog score per patch (``dg``), None from a YAMNet-only sensor
+    patch_dog_scores: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def duration_s(self) -> float:
@@ -283,7 +288,16 @@ def _payload_of(frame: Frame) -> dict[str, Any]:
         "emb": _matrix_bytes(frame.embeddings, EMBEDDING_SIZE, "emb"),
         "ys": _matrix_bytes(frame.class_scores, N_CLASSES, "ys"),
         "mv": frame.model_versions,
-    } | ({"cstep": int(frame.clock_step_ns)} if frame.clock_step_ns else {})
+    } | ({"cstep": int(frame.clock_step_ns)} if frame.clock_step_ns else {}) | (
+        {"dg": _patch_scores_bytes(frame)} if frame.patch_dog_scores is not None else {})
+
+
+def _patch_scores_bytes(frame: Frame) -> bytes:
+    scores = np.asarray(frame.patch_dog_scores, dtype="<f2")
+    if scores.shape != (len(frame.embeddings),):
+        raise WireError(f"field 'dg': {scores.shape} scores for {len(frame.embeddings)} patches",
+                        WireReason.BAD_ARRAY)
+    return scores.tobytes()
 
 
 def _matrix_bytes(values: np.ndarray, width: int, name: str) -> bytes:
@@ -328,7 +342,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "ys": bytes,
     "mv": str,
 }
-_OPTIONAL_FIELDS: dict[str, type] = {"cstep": int}
+_OPTIONAL_FIELDS: dict[str, type] = {"cstep": int, "dg": bytes}
 MAX_CLOCK_STEP_NS = 10 * 365 * 86400 * 10**9  # a step beyond ten years is no clock's correction
 
 
@@ -467,6 +481,9 @@ def _validated(payload: object) -> Frame:
     if not -MAX_CLOCK_STEP_NS <= clock_step_ns <= MAX_CLOCK_STEP_NS:
         raise WireError(f"field 'cstep': {clock_step_ns} ns is out of range",
                         WireReason.OUT_OF_RANGE)
+    if "dg" in payload and not isinstance(payload["dg"], bytes):
+        raise WireError(f"field 'dg': {type(payload['dg']).__name__} is not the expected bytes",
+                        WireReason.WRONG_TYPE)
 
     device_id = payload["dev"]
     if not DEVICE_ID_PATTERN.match(device_id):
@@ -541,6 +558,10 @@ def _validated(payload: object) -> Frame:
         raise WireError(f"field 'ys': {class_scores.shape[0]} patches, but 'emb' has "
                         f"{embeddings.shape[0]}", WireReason.BAD_ARRAY)
     _bounded(class_scores, 0.0, 1.0, "ys", "class score")
+    patch_dog_scores = None
+    if "dg" in payload:
+        patch_dog_scores = _array(payload["dg"], "<f2", "dg", embeddings.shape[0])
+        _bounded(patch_dog_scores, 0.0, 1.0, "dg", "score")
     patch_start_ns = payload["p0"]
     # A frame's patches start at most 2 s before it (those completed with the next second)
     # and within it; an empty list names the frame's own start.
@@ -586,4 +607,5 @@ def _validated(payload: object) -> Frame:
         class_scores=class_scores,
         model_versions=model_versions,
         clock_step_ns=clock_step_ns,
+        patch_dog_scores=patch_dog_scores,
     )

@@ -1,9 +1,11 @@
 """YAMNet on log-mel patches: AudioSet class scores, the 1,024-d embedding, a dog score.
 
-The network is ``models/yamnet.onnx`` (converted by ``scripts/convert_yamnet.py``; provenance
-and licences in ``models/YAMNET_NOTICE.md``), run with onnxruntime on one thread. Its input is
-``sensor.yamnet_features``' patches. Not yet part of the live pipeline: with wire format v2 it
-moves to the sensor (issue 24), and the analyzer decides from what it sends.
+The sensor runs ``models/dog_yamnet.onnx``: YAMNet (``models/yamnet.onnx``, converted by
+``scripts/convert_yamnet.py``; provenance and licences in ``models/YAMNET_NOTICE.md``) with a
+second copy of its separable blocks 7-13 fine-tuned for dog vocalisations on the frozen blocks
+before them (``barkwatch-train finetune --export``, issue 39), which adds a dog logit per patch.
+Plain ``yamnet.onnx`` still loads (no fine-tuned score). Run with onnxruntime on one thread;
+the input is ``sensor.yamnet_features``' patches.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ LOG = logging.getLogger(__name__)
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 DEFAULT_YAMNET_PATH = MODELS_DIR / "yamnet.onnx"
+# What the sensor runs: YAMNet with a second, fine-tuned top for dogs on its frozen bottom
+# (training/finetune.py, ``barkwatch-train finetune --export``; models/MODEL_CARD.md). It gives
+# YAMNet's logits and embedding unchanged and a third output, the dog logit.
+DEFAULT_SENSOR_NETWORK_PATH = MODELS_DIR / "dog_yamnet.onnx"
 DEFAULT_CLASS_MAP_PATH = MODELS_DIR / "yamnet_class_map.csv"
 PATCH_SHAPE = (96, 64)  # frames x mel bands (sensor.yamnet_features)
 N_CLASSES = 521
@@ -38,6 +44,7 @@ class YamnetOutput:
 
     logits: np.ndarray  # n x 521, before the sigmoid
     embeddings: np.ndarray  # n x 1024, global average pool of the last convolution
+    dog_logits: np.ndarray | None = None  # n, the fine-tuned top's; None from YAMNet alone
 
     @property
     def scores(self) -> np.ndarray:
@@ -71,7 +78,7 @@ class YamnetNetwork:
 
     def __init__(
         self,
-        model_path: Path = DEFAULT_YAMNET_PATH,
+        model_path: Path = DEFAULT_SENSOR_NETWORK_PATH,
         class_map_path: Path = DEFAULT_CLASS_MAP_PATH,
         threads: int = 1,
     ) -> None:
@@ -93,6 +100,11 @@ class YamnetNetwork:
         except Exception as error:  # onnxruntime raises its own types for a bad file
             raise ClassifierError(f"{model_path}: not a loadable ONNX network ({error})") from error
         self._input = self._session.get_inputs()[0].name
+        outputs = len(self._session.get_outputs())
+        if outputs not in (2, 3):
+            raise ClassifierError(f"{model_path}: {outputs} outputs; YAMNet gives 2 (logits, "
+                                  "embeddings), the sensor's network 3 (and the dog logit)")
+        self.fine_tuned = outputs == 3
         self.model_path = model_path
         self.class_names = load_class_names(class_map_path)
         self.dog_indices = dog_class_indices(self.class_names)
@@ -111,10 +123,18 @@ class YamnetNetwork:
             raise ClassifierError(f"YAMNet patches: patch {first} holds NaN or infinity")
         if len(array) == 0:
             return YamnetOutput(
-                np.zeros((0, N_CLASSES), np.float32), np.zeros((0, EMBEDDING_SIZE), np.float32)
+                np.zeros((0, N_CLASSES), np.float32), np.zeros((0, EMBEDDING_SIZE), np.float32),
+                np.zeros(0, np.float32) if self.fine_tuned else None,
             )
-        logits, embeddings = self._session.run(None, {self._input: array})
-        return YamnetOutput(logits, embeddings)
+        outputs = self._session.run(None, {self._input: array})
+        return YamnetOutput(outputs[0], outputs[1], outputs[2] if self.fine_tuned else None)
+
+    @staticmethod
+    def fine_tuned_dog_scores(output: YamnetOutput) -> np.ndarray | None:
+        """Per patch, the fine-tuned top's dog probability (0..1); None from YAMNet alone."""
+        if output.dog_logits is None:
+            return None
+        return np.asarray(expit(output.dog_logits), np.float32)
 
     def dog_scores(self, output: YamnetOutput) -> np.ndarray:
         """Per patch, the highest probability over DOG_CLASSES (0..1)."""

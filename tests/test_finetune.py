@@ -14,9 +14,15 @@ import torch
 
 from analyzer.acoustics.propagation import absorption_db_per_m
 from sensor.yamnet_features import clip_patches
-from sensor.yamnet_network import YamnetNetwork
+from sensor.yamnet_network import DEFAULT_SENSOR_NETWORK_PATH, DEFAULT_YAMNET_PATH, YamnetNetwork
 from training.corpus import RATE
-from training.finetune import DogTop, at_distance, example_logits
+from training.finetune import (
+    DogTop,
+    SensorNetwork,
+    at_distance,
+    example_logits,
+    export_sensor_network,
+)
 from training.yamnet_torch import YamnetTorch, block_start
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,6 +97,39 @@ def test_the_dog_output_starts_as_yamnets_dog_class(
         logits, _ = base(x)
         dog = DogTop(base, start, 69)(base.features(x, start))
     torch.testing.assert_close(dog, logits[:, 69], atol=1e-5, rtol=0)
+
+
+def test_the_exported_sensor_network_reproduces_pytorch_to_1e_4(
+    base: YamnetTorch, demo_patches: np.ndarray, tmp_path: Path
+) -> None:
+    start = block_start(12)
+    torch.manual_seed(3)
+    top = DogTop(base, start, 69)
+    with torch.no_grad():  # a top that differs from YAMNet's, as a trained one does
+        for parameter in top.parameters():
+            parameter.add_(0.01 * torch.randn_like(parameter))
+    export_sensor_network(base, top, start, tmp_path / "sensor.onnx")
+    network = YamnetNetwork(tmp_path / "sensor.onnx")
+    assert network.fine_tuned
+    got = network.run(demo_patches)
+    with torch.no_grad():
+        logits, embedding, dog = SensorNetwork(base, top, start)(
+            torch.from_numpy(demo_patches)[:, None])
+    assert got.dog_logits is not None
+    np.testing.assert_allclose(got.dog_logits, dog.numpy(), atol=1e-4, rtol=0)
+    np.testing.assert_allclose(got.embeddings, embedding.numpy(), atol=1e-4, rtol=0)
+    np.testing.assert_allclose(got.logits, logits.numpy(), atol=1e-4, rtol=1e-5)
+    assert float(np.abs(dog.numpy() - logits.numpy()[:, 69]).max()) > 1e-3  # the top was moved
+
+
+def test_the_shipped_sensor_network_keeps_yamnets_own_outputs(demo_patches: np.ndarray) -> None:
+    shipped = YamnetNetwork(DEFAULT_SENSOR_NETWORK_PATH).run(demo_patches)
+    plain = YamnetNetwork(DEFAULT_YAMNET_PATH)
+    assert not plain.fine_tuned
+    reference = plain.run(demo_patches)
+    assert reference.dog_logits is None and shipped.dog_logits is not None
+    np.testing.assert_allclose(shipped.embeddings, reference.embeddings, atol=1e-4, rtol=0)
+    np.testing.assert_allclose(shipped.logits, reference.logits, atol=1e-4, rtol=1e-5)
 
 
 def test_an_examples_logit_is_the_largest_of_its_patches() -> None:

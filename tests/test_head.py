@@ -139,3 +139,35 @@ def test_yamnet_veto_survives_the_file_and_is_refused_on_an_untrained_head(
     arrays = DogHead().to_arrays() | {"yamnet_veto": np.array(3.0)}
     with pytest.raises(ClassifierError, match="yamnet_veto"):
         DogHead.from_arrays(arrays)
+
+
+def test_a_sensor_scored_head_takes_the_fine_tuned_scores_the_frame_carries() -> None:
+    head = DogHead(version="tuned", fusion_kind="head", sensor_scores=True)
+    ys = _class_scores(2, "Bark", 0.9)
+    got = head.patch_scores(np.zeros((2, 1024), np.float32), ys, np.array([0.2, 0.7]))
+    np.testing.assert_allclose(got, [0.2, 0.7], atol=1e-7)
+    # a frame from a sensor that runs YAMNet alone: untouched YAMNet's dog classes
+    np.testing.assert_allclose(head.patch_scores(np.zeros((2, 1024), np.float32), ys), [0.9] * 2)
+    with pytest.raises(ClassifierError, match="sensor dog scores: expected 2 finite values"):
+        head.patch_scores(np.zeros((2, 1024), np.float32), ys, np.array([0.2]))
+
+
+def test_head_fusion_ignores_the_cnn() -> None:
+    head = DogHead(fusion_kind="head", sensor_scores=True)
+    np.testing.assert_allclose(head.fuse(np.array([0.99, 0.0]), np.array([0.1, 0.8])), [0.1, 0.8])
+
+
+def test_a_sensor_scored_head_survives_its_file_and_refuses_layers(tmp_path: Path) -> None:
+    head = DogHead(version="dog-head-2.0", fusion_kind="head", sensor_scores=True,
+                   on_threshold=0.5, off_threshold=0.3)
+    head.save(tmp_path / "head.npz")
+    back = DogHead.load(tmp_path / "head.npz")
+    assert (back.sensor_scores, back.kind, back.on_threshold) == (True, "head", 0.5)
+    arrays = head.to_arrays() | {"n_layers": np.array(1), "w0": np.zeros((1545, 1), np.float32),
+                                 "b0": np.zeros(1, np.float32),
+                                 "feature_mean": np.zeros(1545, np.float32),
+                                 "feature_scale": np.ones(1545, np.float32)}
+    with pytest.raises(ClassifierError, match="from the sensor has no layers of its own"):
+        DogHead.from_arrays(arrays)
+    with pytest.raises(ClassifierError, match="patch_scores_from must be 'head' or 'sensor'"):
+        DogHead.from_arrays(head.to_arrays() | {"patch_scores_from": np.array("cloud")})

@@ -62,6 +62,18 @@ def test_round_trip_keeps_the_networks_outputs_to_float16() -> None:
     assert decoded.model_versions.startswith("dog-cnn-")
 
 
+def test_the_fine_tuned_dog_score_travels_one_per_patch_and_is_optional() -> None:
+    assert FRAME.patch_dog_scores is not None  # the bundled sensor network has the tuned top
+    decoded = decode_frame(encode_frame(FRAME))
+    assert decoded.patch_dog_scores is not None
+    np.testing.assert_array_equal(decoded.patch_dog_scores, FRAME.patch_dog_scores.astype(F16))
+    assert decoded.patch_dog_scores.shape == (len(decoded.embeddings),)
+    # a sensor that runs YAMNet alone sends no 'dg': the frame decodes without it
+    assert decode_frame(_payload(dg=None)).patch_dog_scores is None
+    with pytest.raises(WireError, match="field 'dg': \\(1,\\) scores for 2 patches"):
+        encode_frame(dataclasses.replace(FRAME, patch_dog_scores=np.zeros(1, np.float32)))
+
+
 def test_v2_carries_no_spectrogram_finer_than_a_second() -> None:
     raw = msgpack.unpackb(encode_frame(FRAME), raw=False)
     assert "mel" not in raw and "mels" not in raw
@@ -162,6 +174,10 @@ def test_encoding_refuses_an_envelope_finer_than_half_a_second() -> None:
         ({"mv": "cnn\n"}, "field 'mv'"),
         ({"mv": 3}, "field 'mv': int is not the expected str"),
         ({"laf_s": b""}, "field 'laf_s'"),
+        ({"dg": np.zeros(3, F16).tobytes()}, "field 'dg': 3 values, expected 2"),
+        ({"dg": np.full(2, 1.5, F16).tobytes()}, "field 'dg': score 1.5 at index 0 is outside"),
+        ({"dg": np.full(2, np.nan, F16).tobytes()}, "field 'dg': contains NaN"),
+        ({"dg": [0.5, 0.5]}, "field 'dg': list is not the expected bytes"),
     ],
 )
 def test_bad_field_is_named(changes: dict[str, object], message: str) -> None:

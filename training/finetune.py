@@ -10,6 +10,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -96,9 +97,11 @@ class Examples:
 
 
 def build_examples(clips: list[CorpusClip], recipe: Recipe, model: YamnetTorch,
-                   progress: Callable[[int, int], None] | None = None) -> Examples:
-    """Every clip as recorded, ``recipe.copies`` training copies and the evaluation copies,
-    through the frozen bottom of ``model``."""
+                   progress: Callable[[int, int], None] | None = None,
+                   judged: Callable[[int], bool] | None = None) -> Examples:
+    """Every clip as recorded, ``recipe.copies`` training copies and the evaluation copies
+    (of the clips ``judged`` accepts; all by default), through the frozen bottom of ``model``.
+    A clip's copies are the same whichever clips are judged."""
     rng = np.random.default_rng(recipe.seed)
     beds_train = [load_audio(c.clip.path) for c in clips
                   if is_background(c) and not is_held_out_background(c)]
@@ -129,7 +132,7 @@ def build_examples(clips: list[CorpusClip], recipe: Recipe, model: YamnetTorch,
             add(placed(rng, audio, bed_piece(rng, beds_train, audio.size), snr, distance),
                 index, "train-copy")
         eval_rng = np.random.default_rng([recipe.seed, index])  # the same for every recipe
-        for snr in EVAL_SNRS_DB:
+        for snr in EVAL_SNRS_DB if judged is None or judged(index) else ():
             add(placed(eval_rng, audio, bed_piece(eval_rng, beds_eval, audio.size), snr,
                        EVAL_DISTANCE_M), index, f"eval-{snr:+.0f}dB")
         if progress is not None:
@@ -280,11 +283,97 @@ def evaluate(clips: list[CorpusClip], recipe: Recipe,
     report: dict[str, Any] = {"recipe": recipe.__dict__, "clips": len(clips),
                               "sources": len({c.source_key for c in clips}),
                               "seconds": round(time.monotonic() - started)}
+    return report | _figures(examples, np.ones(len(kinds), bool), tuned_scores, yamnet_scores)
+
+
+def _figures(examples: Examples, chosen: np.ndarray, tuned: np.ndarray, yamnet: np.ndarray
+             ) -> dict[str, Any]:
+    """Clip figures of the ``chosen`` examples per kind (as recorded, each evaluation SNR)."""
+    kinds = np.array(examples.kind)
+    out: dict[str, Any] = {}
     for what in ["clean", *(f"eval-{s:+.0f}dB" for s in EVAL_SNRS_DB)]:
-        chosen = kinds == what
-        labels = examples.labels[chosen]
-        report[what] = {"fine-tuned": clip_figures(labels, tuned_scores[chosen]),
-                        "yamnet": clip_figures(labels, yamnet_scores[chosen])}
+        rows = chosen & (kinds == what)
+        labels = examples.labels[rows]
+        out[what] = {"fine-tuned": clip_figures(labels, tuned[rows]),
+                     "yamnet": clip_figures(labels, yamnet[rows])}
+    return out
+
+
+class SensorNetwork(torch.nn.Module):
+    """What the sensor runs (``models/dog_yamnet.onnx``): untouched YAMNet's 521 logits and
+    1,024-d embedding (wire v2's ``ys`` and ``emb``) and the fine-tuned dog logit, which
+    shares YAMNet's frozen bottom up to convolution ``start``."""
+
+    def __init__(self, base: YamnetTorch, top: DogTop, start: int) -> None:
+        super().__init__()
+        self.base, self.tuned, self.start = base, top, start
+
+    def forward(self, patches: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        bottom = self.base.features(patches, self.start)
+        logits, embedding = self.base.top(bottom, self.start)
+        return logits, embedding, self.tuned(bottom)
+
+
+def export_sensor_network(base: YamnetTorch, top: DogTop, start: int, path: Path) -> None:
+    """Write :class:`SensorNetwork` as ONNX (opset 17, any number of patches); the input and
+    the first two outputs are named as in ``models/yamnet.onnx``'s conversion."""
+    import warnings
+
+    network = SensorNetwork(base.eval(), top.eval(), start).eval()
+    example = torch.zeros(2, 1, 96, 64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
+        torch.onnx.export(network, (example,), str(path), dynamo=False, opset_version=17,
+                          input_names=["patches"],
+                          output_names=["logits", "embeddings", "dog_logit"],
+                          dynamic_axes={"patches": {0: "n"}, "logits": {0: "n"},
+                                        "embeddings": {0: "n"}, "dog_logit": {0: "n"}})
+
+
+def train_sensor_network(clips: list[CorpusClip], recipe: Recipe, out: Path,
+                         held_out_fold: int | None,
+                         say: Callable[[str], None] = log.info) -> dict[str, Any]:
+    """Train the network the sensor ships on every source but those of fold ``held_out_fold``
+    (None: on all), export it to ``out`` and judge it, with untouched YAMNet, on the held-out
+    fold's clips. Returns the figures and the held-out sources (what end-to-end judging of
+    the shipped network may use: ``barkwatch-train finetune --held-out-sources``)."""
+    torch.set_num_threads(recipe.threads)
+    base = YamnetTorch().eval()
+    names = load_class_names()
+    from sensor.yamnet_network import DOG_CLASSES
+    dog_indices = np.array([names.index(n) for n in DOG_CLASSES])
+    started = time.monotonic()
+    fold_of_clip = np.array([fold_of_source(c.source_key, recipe.folds, recipe.seed)
+                             for c in clips])
+    held_out = fold_of_clip == (-1 if held_out_fold is None else held_out_fold)
+
+    def built(done: int, total: int) -> None:
+        if done % 200 == 0 or done == total:
+            say(f"examples: {done}/{total} clips ({time.monotonic() - started:.0f} s)")
+
+    examples = build_examples(clips, recipe, base, built, lambda i: bool(held_out[i]))
+    kinds = np.array(examples.kind)
+    out_of_training = held_out[examples.clip_of]
+    train = np.flatnonzero(~out_of_training & np.isin(kinds, ["clean", "train-copy"]))
+    start = block_start(recipe.train_from)
+    top = train_top(base, examples, train, recipe, names.index("Dog"), say)
+    export_sensor_network(base, top, start, out)
+    say(f"exported {out} ({time.monotonic() - started:.0f} s)")
+    report: dict[str, Any] = {
+        "recipe": recipe.__dict__, "held_out_fold": held_out_fold,
+        "training_clips": int((~held_out).sum()),
+        "training_sources": len({clips[i].source_key for i in np.flatnonzero(~held_out)}),
+        "held_out_sources": sorted({clips[i].source_key for i in np.flatnonzero(held_out)})}
+    if held_out.any():
+        judged = np.flatnonzero(out_of_training & (kinds != "train-copy"))
+        tuned = np.full(len(kinds), np.nan)
+        yamnet = np.full(len(kinds), np.nan)
+        tuned[judged] = example_scores(examples, judged, _sigmoid_of(top))
+        yamnet[judged] = example_scores(examples, judged,
+                                        yamnet_dog_score(base, start, dog_indices))
+        report |= _figures(examples, out_of_training, tuned, yamnet)
+    report["seconds"] = round(time.monotonic() - started)
     return report
 
 

@@ -23,6 +23,13 @@ def add_finetune_parser(commands: Any) -> Any:
     parser.add_argument("--corpus", type=Path, action="append", required=True, metavar="DIR",
                         help="folder with manifest.csv and audio (repeatable)")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
+    parser.add_argument("--export", type=Path, metavar="ONNX",
+                        help="instead of judging every fold: train the sensor's network on all "
+                        "sources but those of --held-out-fold, write it here as ONNX, judge it "
+                        "on the held-out fold")
+    parser.add_argument("--held-out-fold", type=int, default=None, metavar="K",
+                        help="with --export: the fold (0 to --folds - 1) kept out of training "
+                        "(default: none, train on every source)")
     parser.add_argument("--every", type=int, default=1, metavar="N",
                         help="use every N-th clip only (a quick look; default 1: all)")
     helps = {"copies": "placed copies of each clip for training",
@@ -53,12 +60,21 @@ def run_finetune(args: Any, parser: Any) -> int:
            args.threads) < 1:
         parser.error("--copies must be 0 or more, --folds 2 or more, and --epochs, "
                      "--batch-examples, --every and --threads 1 or more")
-    from training.finetune import evaluate  # PyTorch: only when fine-tuning
+    if args.held_out_fold is not None and not (
+            args.export and 0 <= args.held_out_fold < args.folds):
+        parser.error("--held-out-fold needs --export and a fold from 0 to --folds - 1")
+    if args.export and not args.export.parent.is_dir():
+        parser.error(f"--export: folder {args.export.parent} does not exist")
+    from training.finetune import evaluate, train_sensor_network  # PyTorch: only here
 
     recipe = Recipe(**{f: getattr(args, f) for f in Recipe().__dict__})
     clips = read_corpora(args.corpus)[:: args.every]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    text = json.dumps(evaluate(clips, recipe), indent=1)
+    if args.export:
+        report = train_sensor_network(clips, recipe, args.export, args.held_out_fold)
+    else:
+        report = evaluate(clips, recipe)
+    text = json.dumps(report, indent=1)
     print(text)
     if args.out:
         args.out.write_text(text + "\n")

@@ -53,7 +53,7 @@ from analyzer.detect.yamnet import (
 
 DEFAULT_HEAD_PATH = Path(__file__).resolve().parents[2] / "models" / "dog_head.npz"
 DEFAULT_VERSION = "yamnet-dog-max"  # untouched YAMNet, fused with the CNN by maximum
-FUSION_KINDS = ("max", "min", "logistic")
+FUSION_KINDS = ("max", "min", "logistic", "head")  # "head": the head's score alone
 PATCH_S = 0.96  # YAMNet's patch (sensor.yamnet_features.PATCH_S)
 STEP_S = 0.02  # the CNN's step (sensor.features)
 _LOGIT_CLIP = 1e-6  # scores are clipped to [eps, 1 - eps] before log-odds: finite inputs
@@ -79,6 +79,7 @@ class DogHead:
     on_threshold: float | None = None
     off_threshold: float | None = None
     yamnet_veto: float | None = None  # b: patch scores capped at sigmoid(logit(YAMNet dog) + b)
+    sensor_scores: bool = False  # patch scores: the sensor's fine-tuned network's (``dg``)
     dog_indices: np.ndarray = field(default_factory=lambda: dog_class_indices(load_class_names()))
 
     @classmethod
@@ -144,6 +145,13 @@ class DogHead:
             float(arrays[name]) if name in arrays else None
             for name in ("on_threshold", "off_threshold")
         ]
+        source_of_scores = str(arrays.get("patch_scores_from", "head"))
+        if source_of_scores not in ("head", "sensor"):
+            raise ClassifierError(f"{source}: patch_scores_from must be 'head' or 'sensor', "
+                                  f"not {source_of_scores!r}")
+        if source_of_scores == "sensor" and layers:
+            raise ClassifierError(f"{source}: a head whose patch scores come from the sensor "
+                                  "has no layers of its own")
         veto = float(arrays["yamnet_veto"]) if "yamnet_veto" in arrays else None
         if veto is not None and not (np.isfinite(veto) and layers):
             raise ClassifierError(f"{source}: yamnet_veto must be finite, on a trained head")
@@ -158,6 +166,7 @@ class DogHead:
             on_threshold=thresholds[0],
             off_threshold=thresholds[1],
             yamnet_veto=veto,
+            sensor_scores=source_of_scores == "sensor",
         )
 
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -181,6 +190,8 @@ class DogHead:
             arrays["off_threshold"] = np.array(self.off_threshold)
         if self.yamnet_veto is not None:
             arrays["yamnet_veto"] = np.array(self.yamnet_veto)
+        if self.sensor_scores:
+            arrays["patch_scores_from"] = np.array("sensor")
         return arrays
 
     @property
@@ -205,9 +216,12 @@ class DogHead:
             return raw
         return (raw - self.feature_mean) / self.feature_scale
 
-    def patch_scores(self, embeddings: np.ndarray, class_scores: np.ndarray) -> np.ndarray:
+    def patch_scores(self, embeddings: np.ndarray, class_scores: np.ndarray,
+                     sensor_scores: np.ndarray | None = None) -> np.ndarray:
         """Dog score of each patch, 0..1, from its embedding (k x 1024) and its YAMNet class
-        scores (k x 521, probabilities)."""
+        scores (k x 521, probabilities); a head with ``sensor_scores`` returns the sensor's
+        fine-tuned scores (k, the frame's ``dg``) where the frame has them, else untouched
+        YAMNet's (a sensor that runs YAMNet alone)."""
         emb = np.asarray(embeddings, np.float32)
         ys = np.asarray(class_scores, np.float32)
         if emb.ndim != 2 or emb.shape[1] != EMBEDDING_SIZE:
@@ -219,6 +233,12 @@ class DogHead:
         if not (np.all(np.isfinite(emb)) and np.all(np.isfinite(ys))):
             raise ClassifierError("embeddings or class scores hold NaN or infinity")
         yamnet = ys[:, self.dog_indices].max(axis=1)  # untouched: its likeliest dog class
+        if self.sensor_scores and sensor_scores is not None:
+            tuned = np.asarray(sensor_scores, np.float32)
+            if tuned.shape != (len(emb),) or not np.all(np.isfinite(tuned)):
+                raise ClassifierError(f"sensor dog scores: expected {len(emb)} finite values, "
+                                      f"got shape {tuned.shape}")
+            return np.clip(tuned, 0.0, 1.0)
         if not self.layers:
             return yamnet.astype(np.float32)
         x = self.features(emb, ys)
@@ -241,6 +261,8 @@ class DogHead:
                 f"fuse: CNN scores {cnn.shape} and head scores {head.shape} must be equal 1-d"
             )
         head = np.nan_to_num(head, nan=0.0)
+        if self.kind == "head":
+            return head.astype(np.float32)
         if self.kind == "min":
             return np.minimum(cnn, head).astype(np.float32)
         if self.fusion is None or self.kind != "logistic":

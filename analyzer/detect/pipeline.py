@@ -125,7 +125,8 @@ class DevicePipeline:
         self._laeq = np.concatenate([self._laeq, frame.laeq_steps_db])
         self._laf = np.concatenate([self._laf, frame.laf_steps_db])
         if len(frame.embeddings):
-            scores = self.head.patch_scores(frame.embeddings, frame.class_scores)
+            scores = self.head.patch_scores(frame.embeddings, frame.class_scores,
+                                            frame.patch_dog_scores)
             self._patch_starts_ns = np.concatenate([self._patch_starts_ns, frame.patch_starts_ns])
             self._patch_scores = np.concatenate([self._patch_scores, scores])
         start_ns = self._scores_ns

@@ -1,0 +1,317 @@
+"""Judge detectors by what the ordinance needs, on soundscapes mixed from sources the fine-tuned
+network never saw, through the analyzer's own pipeline (issue 39, deliverable 3).
+
+    .venv/bin/python benchmarks/judge_soundscapes.py \\
+        --held-out docs/experiments/finetune_sensor_fold0.json \\
+        --out docs/experiments/soundscapes_fold0.json
+
+``--held-out`` is the report of ``barkwatch-train finetune --export ... --held-out-fold K``: its
+``held_out_sources`` were kept out of the shipped network's training. From those sources only:
+
+- **Dog scenes**, one per SNR band (-5..0, 0..5, 5..10, 10..20 dB): the sources' dog clips in
+  bouts of 2-4 clips 0.5-3 s apart, bouts 60-90 s apart, each clip placed 20-60 m away as
+  ``training.finetune.placed`` places a training copy (ISO 9613-1 air absorption, a ground
+  reflection, reverberation half the time), at an SNR drawn in the band, into held-out
+  background beds (``training.head_data.is_held_out_background``; never a training bed).
+- **A confuser scene**: the sources' other clips (every kind but background), 1-8 s apart,
+  5-40 m away, 0..+20 dB over the same beds.
+
+Each scene is written as a 48 kHz FLAC and measured as ``barkwatch analyze`` measures a file
+(``analyzer.offline.analysis.frames_of_file``: the sensor's frame builder and networks, the
+wire round trip), once; each detector then runs the analyzer's :class:`DevicePipeline` over
+the same frames. Figures per detector: bark hit rate by the bark's own SNR (a bark is a run of
+labelled dog steps, ``training.head_data`` labels, merged across 0.1 s; found when an event
+overlaps it), bouts (3 or more barks, gaps under 60 s) with no bark found, 1 s segment
+precision/recall/F1 on the dog scenes, and false alarms per hour (events overlapping no dog
+sound) on the confuser scene and on the dog scenes. Detectors: ``shipped`` (the bundled head
+file), ``v4`` (``models/dog_head.v4.npz`` when present: the CNN min-fused with a head on
+YAMNet's embedding, YAMNet's veto), ``yamnet`` (untouched YAMNet's dog classes alone),
+``cnn`` (dog-cnn-3.0 alone), and ``tuned@ON/OFF`` (the sensor's fine-tuned score alone at
+those event thresholds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile
+import soxr
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: the repository's packages
+    sys.path.insert(0, str(ROOT))
+
+from analyzer.config import DetectorSettings  # noqa: E402
+from analyzer.detect import DevicePipeline  # noqa: E402
+from analyzer.detect.head import DEFAULT_HEAD_PATH, DogHead  # noqa: E402
+from analyzer.offline.analysis import frames_of_file  # noqa: E402
+from analyzer.offline.evaluate import segment_counts  # noqa: E402
+from sensor.wire import Frame  # noqa: E402
+from training.corpus import RATE, load_audio  # noqa: E402
+from training.finetune import at_distance, bed_piece, rms  # noqa: E402
+from training.head_data import (  # noqa: E402
+    CorpusClip,
+    _gain_for_snr,
+    is_background,
+    is_held_out_background,
+    labels_of_powers,
+    read_corpora,
+    step_powers_db,
+)
+from training.trainset import HOP  # noqa: E402
+from training.validate import runs  # noqa: E402
+
+log = logging.getLogger("judge_soundscapes")
+
+CORPUS = ROOT.parent / "shared" / "corpus"
+DEFAULT_CORPORA = (CORPUS / "train", CORPUS / "extra", CORPUS / "dogs")
+BANDS_DB = ((-5.0, 0.0), (0.0, 5.0), (5.0, 10.0), (10.0, 20.0))
+OWN_SNR_BANDS = ((-math.inf, -5.0), (-5.0, 0.0), (0.0, 5.0), (5.0, math.inf))
+STEP_S = HOP / RATE
+SCENE_RATE_HZ = 48000
+FULL_SCALE_DB = 100.0
+BOUT_GAP_S = 60.0  # barks closer than this belong to one bout (issue 39)
+V4_HEAD_PATH = ROOT / "models" / "dog_head.v4.npz"
+TUNED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7), (0.95, 0.8))
+
+
+@dataclasses.dataclass
+class Scene:
+    """A mixed scene: 16 kHz samples, 20 ms step labels (1 dog, -1 rest of a dog clip, 0) and
+    each step's own SNR (NaN where no dog sound is)."""
+
+    name: str
+    samples: np.ndarray
+    labels: np.ndarray
+    own_snr: np.ndarray
+
+
+def _place(rng: np.random.Generator, scene: Scene, bed: np.ndarray, audio: np.ndarray, at: int,
+           distance: tuple[float, float], snr_db: float, is_dog: bool) -> None:
+    """Add ``audio`` at sample ``at``, placed at a drawn distance and ``snr_db`` over the bed."""
+    far = at_distance(audio, rng.uniform(*distance), rng.uniform(0.6, 0.9),
+                      rng if rng.random() < 0.5 else None)
+    span = slice(at, at + far.size)
+    region = np.ones(far.size // HOP + 1, dtype=bool)
+    far = far * _gain_for_snr(far, bed[span], region, snr_db)
+    scene.samples[span] += far
+    if not is_dog:
+        return
+    src_db, bg_db = step_powers_db(far, bed[span])
+    labels = labels_of_powers(src_db, bg_db, region)
+    first = at // HOP
+    n = min(labels.size, scene.labels.size - first)
+    scene.labels[first:first + n] = np.where(labels[:n] != 0, labels[:n],
+                                             scene.labels[first:first + n])
+    scene.own_snr[first:first + n] = (src_db - bg_db)[:n]
+
+
+def _empty(name: str, n: int, beds: list[np.ndarray], rng: np.random.Generator) -> Scene:
+    bed = bed_piece(rng, beds, n)
+    bed = bed / max(rms(bed), 1e-9) * 10 ** (-35 / 20)
+    return Scene(name, bed.copy(), np.zeros(n // HOP, np.int8), np.full(n // HOP, np.nan))
+
+
+def dog_scene(band: tuple[float, float], dogs: list[np.ndarray], beds: list[np.ndarray],
+              seed: int) -> Scene:
+    """The dog clips in bouts into a held-out bed, each at an SNR drawn in ``band``."""
+    rng = np.random.default_rng([seed, int(band[0] + 100)])
+    order = rng.permutation(len(dogs))
+    plan: list[tuple[int, int]] = []  # (clip, start sample)
+    at, i = 0, 0
+    while i < len(order):
+        at += int(rng.uniform(60.0, 90.0) * RATE)
+        for _ in range(int(rng.integers(2, 5))):
+            if i == len(order):
+                break
+            plan.append((int(order[i]), at))
+            at += dogs[order[i]].size + int(rng.uniform(0.5, 3.0) * RATE)
+            i += 1
+    scene = _empty(f"dogs {band[0]:+.0f}..{band[1]:+.0f} dB", at + 30 * RATE, beds, rng)
+    bed = scene.samples.copy()
+    for clip, start in plan:
+        _place(rng, scene, bed, dogs[clip], start, (20.0, 60.0), rng.uniform(*band), True)
+    return scene
+
+
+def confuser_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int) -> Scene:
+    """Every other clip one after another, 1-8 s apart, at 0..+20 dB, 5-40 m away."""
+    rng = np.random.default_rng([seed, 7])
+    starts, at = [], 0
+    for audio in others:
+        at += int(rng.uniform(1.0, 8.0) * RATE)
+        starts.append(at)
+        at += audio.size
+    scene = _empty("confusers", at + 10 * RATE, beds, rng)
+    bed = scene.samples.copy()
+    for audio, start in zip(others, starts, strict=True):
+        _place(rng, scene, bed, audio, start, (5.0, 40.0), rng.uniform(0.0, 20.0), False)
+    return scene
+
+
+def measured(scene: Scene, workdir: Path) -> list[Frame]:
+    """The scene's frames as ``barkwatch analyze`` measures its 48 kHz FLAC."""
+    path = workdir / "scene.flac"
+    audio = soxr.resample(scene.samples.astype(np.float32), RATE, SCENE_RATE_HZ)
+    soundfile.write(path, np.clip(audio, -1, 1), SCENE_RATE_HZ, subtype="PCM_24")
+    return frames_of_file(path, FULL_SCALE_DB)[1]
+
+
+def detectors() -> dict[str, tuple[DogHead, DetectorSettings, bool]]:
+    """name -> (head, settings, whether YAMNet's class scores are hidden: the CNN alone)."""
+    plain = DetectorSettings()
+    out: dict[str, tuple[DogHead, DetectorSettings, bool]] = {
+        "shipped": (DogHead.load(DEFAULT_HEAD_PATH), plain, False),
+        "yamnet": (DogHead(fusion_kind="head"), plain, False),
+        "cnn": (DogHead(fusion_kind="max"), plain, True),
+    }
+    if V4_HEAD_PATH.is_file():
+        out["v4"] = (DogHead.load(V4_HEAD_PATH), plain, False)
+    for on, off in TUNED_THRESHOLDS:
+        out[f"tuned@{on:g}/{off:g}"] = (
+            DogHead(version="tuned", fusion_kind="head", sensor_scores=True),
+            dataclasses.replace(plain, on_threshold=on, off_threshold=off), False)
+    return out
+
+
+def events_of(frames: list[Frame], head: DogHead, settings: DetectorSettings,
+              cnn_only: bool) -> list[tuple[float, float]]:
+    pipeline = DevicePipeline("judge", settings, head)
+    events = []
+    for frame in frames:
+        if cnn_only:
+            frame = dataclasses.replace(frame, class_scores=np.zeros_like(frame.class_scores))
+        events += pipeline.feed(frame).events
+    events += pipeline.finish().events
+    return [(e.onset_ns / 1e9, e.offset_ns / 1e9) for e in events]
+
+
+def _hits(spans: list[tuple[float, float]], events: list[tuple[float, float]]) -> np.ndarray:
+    starts = np.array([e[0] for e in events]) if events else np.zeros(0)
+    ends = np.array([e[1] for e in events]) if events else np.zeros(0)
+    return np.array([bool(np.any((starts < b) & (ends > a))) for a, b in spans], bool)
+
+
+def judge_scene(scene: Scene, events: list[tuple[float, float]]) -> dict[str, Any]:
+    """Counts of one scene for one detector (summed over scenes by :func:`summed`)."""
+    duration = scene.labels.size * STEP_S
+    barks = runs(scene.labels == 1, 0.1)
+    found = _hits(barks, events)
+    snr = np.array([np.nanmedian(scene.own_snr[round(a / STEP_S):max(round(b / STEP_S),
+                    round(a / STEP_S) + 1)]) for a, b in barks])  # fmt: skip
+    out: dict[str, Any] = {"hours": duration / 3600}
+    for low, high in OWN_SNR_BANDS:
+        mine = (snr >= low) & (snr < high)
+        out[f"barks {low:g}..{high:g} dB"] = [int(found[mine].sum()), int(mine.sum())]
+    bouts: list[list[int]] = []
+    for k, (a, _) in enumerate(barks):
+        if bouts and a - barks[bouts[-1][-1]][1] < BOUT_GAP_S:
+            bouts[-1].append(k)
+        else:
+            bouts.append([k])
+    for size in (3, 5):
+        big = [b for b in bouts if len(b) >= size]
+        out[f"bouts of {size}+ missed"] = [sum(not found[b].any() for b in big), len(big)]
+    counts = segment_counts(barks, events, duration, 1.0)
+    out["segments tp/fp/fn"] = [counts.tp, counts.fp, counts.fn]
+    sounding = runs(scene.labels != 0, 0.0)
+    out["false alarms"] = int((~_hits(events, sounding)).sum()) if events else 0
+    return out
+
+
+def summed(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Scene counts added up, with rates."""
+    total: dict[str, Any] = {}
+    for row in rows:
+        for key, value in row.items():
+            if isinstance(value, list):
+                total[key] = [a + b for a, b in zip(total.get(key, [0] * len(value)), value,
+                                                    strict=True)]  # fmt: skip
+            else:
+                total[key] = total.get(key, 0) + value
+    out: dict[str, Any] = {}
+    for key, value in total.items():
+        if key.startswith("barks") and value[1]:
+            out[key.replace("barks", "hit rate")] = round(value[0] / value[1], 3)
+        out[key] = value
+    tp, fp, fn = total.get("segments tp/fp/fn", [0, 0, 0])
+    if tp + fp and tp + fn:
+        p, r = tp / (tp + fp), tp / (tp + fn)
+        out["segment precision/recall/F1"] = [round(p, 3), round(r, 3),
+                                              round(2 * p * r / max(p + r, 1e-9), 3)]
+    out["false alarms per hour"] = round(total["false alarms"] / max(total["hours"], 1e-9), 2)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--held-out", type=Path, required=True, metavar="JSON",
+                        help="report of barkwatch-train finetune --export (held_out_sources)")
+    parser.add_argument("--corpus", type=Path, action="append", metavar="DIR",
+                        help="corpus folder (repeatable; default train, extra, dogs)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-dog-clips", type=int, default=150, metavar="N",
+                        help="at most this many dog clips, drawn (150: about 1.2 h a band)")
+    parser.add_argument("--max-other-clips", type=int, default=600, metavar="N",
+                        help="at most this many other clips, drawn (600)")
+    parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    try:
+        held = set(json.loads(args.held_out.read_text())["held_out_sources"])
+    except (OSError, ValueError, KeyError) as error:
+        parser.error(f"--held-out {args.held_out}: no held_out_sources ({error})")
+    clips: list[CorpusClip] = read_corpora(list(args.corpus or DEFAULT_CORPORA))
+    beds = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
+    mine = [c for c in clips if c.source_key in held and not is_background(c)]
+    rng = np.random.default_rng(args.seed)
+    dogs = [c for c in mine if c.clip.is_dog]
+    others = [c for c in mine if not c.clip.is_dog]
+    dogs = [dogs[i] for i in sorted(rng.permutation(len(dogs))[:args.max_dog_clips])]
+    others = [others[i] for i in sorted(rng.permutation(len(others))[:args.max_other_clips])]
+    log.info("%d held-out sources: %d dog clips, %d other clips; %d beds", len(held),
+             len(dogs), len(others), len(beds))
+    dog_audio = [load_audio(c.clip.path)[:10 * RATE] for c in dogs]
+    other_audio = [load_audio(c.clip.path)[:10 * RATE] for c in others]
+    scenes = [dog_scene(band, dog_audio, beds, args.seed) for band in BANDS_DB]
+    scenes.append(confuser_scene(other_audio, beds, args.seed))
+    chosen = detectors()
+    rows: dict[str, dict[str, list[dict[str, Any]]]] = {n: {"dogs": [], "confusers": []}
+                                                        for n in chosen}
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as workdir:
+        for scene in scenes:
+            frames = measured(scene, Path(workdir))
+            log.info("%s: %.1f min measured (%.0f s)", scene.name, scene.labels.size * STEP_S
+                     / 60, time.monotonic() - started)
+            kind = "confusers" if scene.name == "confusers" else "dogs"
+            for name, (head, settings, cnn_only) in chosen.items():
+                rows[name][kind].append(judge_scene(scene, events_of(frames, head, settings,
+                                                                     cnn_only)))
+    report: dict[str, Any] = {
+        "held_out_sources": len(held), "dog_clips": len(dogs), "other_clips": len(others),
+        "scenes": {s.name: round(s.labels.size * STEP_S / 60, 1) for s in scenes},
+        "seconds": round(time.monotonic() - started),
+        "detectors": {name: {"dog scenes": summed(kinds["dogs"]),
+                             "confuser scene": summed(kinds["confusers"])}
+                      for name, kinds in rows.items()}}
+    text = json.dumps(report, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
