@@ -4,14 +4,28 @@ tests/test_review_http.py."""
 
 from __future__ import annotations
 
+import asyncio
+import html
+import json
+import os
+import re
+import socket
+import sqlite3
+import stat
+import threading
 import time
 from pathlib import Path
 
 import pytest
+import uvicorn
 
 from analyzer.cases import CaseFile, add_account, disable_account
 from analyzer.cli.main import main
-from analyzer.review import hash_password
+from analyzer.review import ReviewSettings, create_app, hash_password
+from analyzer.review.server import unix_listening_socket, uvicorn_config
+from analyzer.review.settings import ReviewConfigError, load_review_settings
+from analyzer.review.signin import REFUSALS_SUMMARISED
+from tests.review_scene import COMPLAINANT
 from tests.test_review_http import NS, PASSWORD, Browser, Server, server
 
 __all__ = ["server"]  # the module-scoped server fixture, one for this module
@@ -178,3 +192,122 @@ def test_a_flood_of_refused_sign_ins_adds_one_audit_row(server: Server) -> None:
     with CaseFile(server.case.db) as store:
         added = [e.action for e in store.audit()[before:]]
     assert added == ["sign-in refused: rate limit"]
+    # The window closes: the next sign-in from anyone audits how many it held beyond that row.
+    server.clock.now += 901 * NS
+    Browser(server.base).sign_in(PASSWORD)
+    with CaseFile(server.case.db) as store:
+        summaries = [e for e in store.audit()[before:] if e.action == REFUSALS_SUMMARISED]
+    assert [json.loads(e.detail)["refusals_not_recorded"] for e in summaries] == [29]
+
+
+def test_the_refusals_of_an_open_window_are_audited_when_the_server_stops(
+        tmp_path: Path) -> None:
+    db = tmp_path / "cases.sqlite"
+    with CaseFile(db):
+        pass
+    app = create_app(ReviewSettings(cases_db=str(db)))
+    limiter = app.state.review.limiter
+    for _ in range(12):
+        limiter.refused("192.0.2.4", now_s=time.time())
+
+    async def start_and_stop() -> None:
+        async with app.router.lifespan_context(app):
+            pass
+    asyncio.run(start_and_stop())
+    with CaseFile(db) as store:
+        rows = [json.loads(e.detail) for e in store.audit() if e.action == REFUSALS_SUMMARISED]
+    assert [(r["client"], r["refusals_not_recorded"]) for r in rows] == [("192.0.2.4", 11)]
+
+
+def _stored_raw(db: Path, complaint: int, name: str) -> None:
+    """Write a name as a record from before the check at entry could hold it."""
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE complaints SET complainant_name = ? WHERE id = ?",
+                           (name, complaint))
+
+
+def test_control_characters_already_in_the_case_file_are_shown_escaped_in_pages_and_report(
+        server: Server) -> None:
+    _stored_raw(server.case.db, server.case.complaint, "Ann \u202eeno\x1b[2J Doe")
+    try:
+        browser = Browser(server.base)
+        browser.sign_in()
+        for path in (f"/cases/{server.case.complaint}",
+                     f"/cases/{server.case.complaint}/report.html"):
+            status, _, body = browser.request(path)
+            assert status == 200
+            assert "Ann \\u202eeno\\u001b[2J Doe" in html.unescape(body), path
+            assert "\u202e" not in body and "\x1b" not in body, path
+    finally:
+        _stored_raw(server.case.db, server.case.complaint, COMPLAINANT)
+
+
+def test_the_session_cookie_is_not_secure_over_plain_http(server: Server) -> None:
+    _, headers = _raw(server, "GET /signin HTTP/1.1\r\nHost: x\r\n")
+    assert "secure" not in headers["set-cookie"].lower()
+    assert "strict-transport-security" not in headers
+
+
+def _unix_request(path: str, head: str, body: str = "") -> tuple[int, dict[str, str], str]:
+    """One HTTP/1.1 request over a Unix socket; (status, headers, body)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(30)
+        sock.connect(path)
+        sock.sendall(head.encode() + b"\r\n" + body.encode())
+        data = b""
+        for _ in range(1000):  # bounded: the answer is well under 1000 chunks
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head_part, _, answer = data.partition(b"\r\n\r\n")
+    lines = head_part.decode().split("\r\n")
+    headers = {k.lower(): v for k, v in (line.split(": ", 1) for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, answer.decode(errors="replace")
+
+
+def test_on_a_unix_socket_only_the_proxy_names_the_client_and_https_makes_cookies_secure(
+        tmp_path: Path) -> None:
+    db, path = tmp_path / "cases.sqlite", str(tmp_path / "review.sock")
+    with CaseFile(db) as store:
+        add_account(store, "uds", "Ofc. Uds", hash_password(PASSWORD), "admin")
+    settings = ReviewSettings(cases_db=str(db), unix_socket=path)
+    sock = unix_listening_socket(path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o660
+    running = uvicorn.Server(uvicorn_config(settings))
+    thread = threading.Thread(target=running.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not running.started:
+            assert thread.is_alive(), "server did not start"
+            time.sleep(0.05)
+        forwarded = ("Host: x\r\nConnection: close\r\nX-Forwarded-For: 203.0.113.7\r\n"
+                     "X-Forwarded-Proto: https\r\n")
+        status, headers, body = _unix_request(path, f"GET /signin HTTP/1.1\r\n{forwarded}")
+        assert status == 200
+        assert "secure" in headers["set-cookie"].lower()
+        assert headers["strict-transport-security"] == "max-age=31536000"
+        cookie = headers["set-cookie"].split(";")[0]
+        token = re.search(r'name="csrf_token" value="([^"]+)"', body)
+        assert token is not None
+        form = f"csrf_token={token.group(1)}&username=uds&password=wrong+password"
+        status, _, _ = _unix_request(
+            path, f"POST /signin HTTP/1.1\r\n{forwarded}Cookie: {cookie}\r\nContent-Type: "
+            f"application/x-www-form-urlencoded\r\nContent-Length: {len(form)}\r\n", form)
+        assert status == 401
+        with pytest.raises(ReviewConfigError, match="already listens"):
+            unix_listening_socket(path)
+    finally:
+        running.should_exit = True
+        thread.join(timeout=30)
+    with CaseFile(db) as store:
+        refused = [json.loads(e.detail) for e in store.audit() if e.action == "sign-in refused"]
+    assert [r["client"] for r in refused] == ["203.0.113.7"]
+
+
+def test_a_unix_socket_and_a_trusted_proxy_together_are_refused(tmp_path: Path) -> None:
+    config = tmp_path / "review.toml"
+    config.write_text('unix_socket = "/run/x.sock"\ntrusted_proxy = "127.0.0.1"\n',
+                      encoding="utf-8")
+    with pytest.raises(ReviewConfigError, match="exclude each other"):
+        load_review_settings(str(config))

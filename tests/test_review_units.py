@@ -112,12 +112,26 @@ def test_an_unlock_clears_the_failures_recorded_before_it() -> None:
     assert limiter.refusal("lund", "10.0.0.1", now_s=1.5) is None
 
 
-def test_refusals_of_an_address_are_recorded_once_per_window_with_the_count() -> None:
+def test_refusals_of_an_address_are_audited_once_per_window_and_counted_when_it_closes(
+        ) -> None:
     limiter = LoginLimiter(max_failures_per_account=1, max_failures_per_address=1,
                            window_s=60.0)
-    assert limiter.refused("10.0.0.9", now_s=0.0) == 0
-    assert [limiter.refused("10.0.0.9", now_s=float(t)) for t in range(1, 1000)] == \
-        [59 if t % 60 == 0 else None for t in range(1, 1000)]  # one row a minute, 999 asks
+    opened = [t for t in range(1000) if limiter.refused("10.0.0.9", now_s=float(t))]
+    assert opened == list(range(0, 1000, 60))  # one row a minute, 1000 asks
+    closed = limiter.closed_windows(now_s=999.0)
+    assert [(w.start_s, w.unrecorded) for w in closed] == \
+        [(float(t), 59) for t in range(0, 960, 60)]
+    assert limiter.closed_windows(now_s=999.0) == []  # each window once
+    assert [(w.start_s, w.unrecorded) for w in
+            limiter.closed_windows(now_s=999.0, everything=True)] == [(960.0, 39)]
+    assert limiter.closed_windows(now_s=2000.0, everything=True) == []
+
+
+def test_an_address_refused_once_in_a_window_needs_no_summary() -> None:
+    limiter = LoginLimiter(max_failures_per_account=1, max_failures_per_address=1,
+                           window_s=60.0)
+    assert limiter.refused("10.0.0.9", now_s=0.0)
+    assert limiter.closed_windows(now_s=100.0) == []
 
 
 def test_the_limiter_refuses_an_address_that_tries_many_accounts() -> None:

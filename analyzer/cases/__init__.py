@@ -39,7 +39,7 @@ from analyzer.cases.records import (
     Placement,
 )
 from analyzer.cases.schema import SCHEMA_VERSION, CaseSchemaError, migrate
-from analyzer.cases.store import CaseError, CaseFile, CaseStore
+from analyzer.cases.store import CaseError, CaseFile, CaseStore, shown_safely
 from analyzer.cases.view import CaseView, read_case
 
 __all__ = [
@@ -83,6 +83,7 @@ __all__ = [
     "parse_local_time",
     "read_case",
     "seizure_checklist",
+    "shown_safely",
     "unlock_account",
     "verify_link",
 ]

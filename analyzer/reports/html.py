@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
-from analyzer.cases import VERIFIED, Complaint, format_time
+from analyzer.cases import VERIFIED, Complaint, format_time, shown_safely
 from analyzer.cases.checklist import CONDITION_TEXT
 from analyzer.reports import ordinance_text as text
 from analyzer.reports.gather import ReportData, WindowEvidence
@@ -44,9 +44,11 @@ page-break-inside: avoid; }
 def _e(value: object) -> str:
     """Escaped text in which a run of more than LONGEST_UNBROKEN characters without a space
     (a digest, a URL, a hostile string) may break every LONGEST_UNBROKEN characters (<wbr>),
-    so no cell is wider than the page and words are never broken."""
+    so no cell is wider than the page and words are never broken. Control and bidirectional
+    characters (records older than the check at entry may hold them) are shown as ``\\uXXXX``
+    instead of reordering or hiding what follows (issue 33)."""
     parts = []
-    for run in _RUNS.split(str(value)):
+    for run in _RUNS.split(shown_safely(str(value))):
         if len(run) > LONGEST_UNBROKEN and not run.isspace():
             run_parts = [run[i:i + LONGEST_UNBROKEN] for i in range(0, len(run),
                                                                     LONGEST_UNBROKEN)]

@@ -7,9 +7,10 @@ pool; each request opens the case file for itself (SQLite connections stay in on
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -179,8 +180,9 @@ async def _plain(send: Send, status: int, text: str) -> None:
 
 
 class SecurityHeaders:
-    """Adds the content security policy and related headers to every response (HSTS when
-    served over TLS), also to the 500 of an unexpected error, which it answers itself."""
+    """Adds the content security policy and related headers to every response (HSTS and
+    Secure cookies when served over TLS), also to the 500 of an unexpected error, which it
+    answers itself."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -198,6 +200,10 @@ class SecurityHeaders:
                          (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY")]
                 if scope.get("scheme") == "https":
                     extra.append((b"strict-transport-security", b"max-age=31536000"))
+                    # Served over TLS (uvicorn's own, or a trusted proxy's X-Forwarded-Proto):
+                    # the session cookie is Secure without secure_cookies (issue 33).
+                    headers = [(n, _secure_cookie(v) if n.lower() == b"set-cookie" else v)
+                               for n, v in headers]
                 headers += [(n, v) for n, v in extra if n not in names]
                 message["headers"] = headers
                 started = True
@@ -211,6 +217,12 @@ class SecurityHeaders:
             log.exception("%s %s failed", scope.get("method"), scope.get("path"))
             if not started:
                 await _plain(send_with_headers, 500, "the server failed on this request")
+
+
+def _secure_cookie(value: bytes) -> bytes:
+    """A Set-Cookie value marked Secure (unchanged when it already is)."""
+    attributes = [part.strip().lower() for part in value.split(b";")[1:]]
+    return value if b"secure" in attributes else value + b"; secure"
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
@@ -258,8 +270,16 @@ def create_app(settings: ReviewSettings, clock: Callable[[], int] = time.time_ns
                    max_age=settings.session_max_s, same_site="strict",
                    https_only=settings.secure_cookies or bool(settings.ssl_certfile)),
     ]
-    app = Starlette(routes=routes, middleware=middleware, exception_handlers={
-        HTTPException: _not_found, CaseError: _case_error, InfluxUnavailable: _influx_down,
-        AnalyzerError: _analyzer_error})
-    app.state.review = Review(settings, clock)
+    review = Review(settings, clock)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        yield
+        await run_in_threadpool(signin.audit_refusals_at_shutdown, review)
+
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan,
+                    exception_handlers={HTTPException: _not_found, CaseError: _case_error,
+                                        InfluxUnavailable: _influx_down,
+                                        AnalyzerError: _analyzer_error})
+    app.state.review = review
     return app

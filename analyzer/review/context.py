@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
 
-from analyzer.cases import CaseFile, format_time
+from analyzer.cases import CaseFile, format_time, shown_safely
 from analyzer.review.limits import QueryGate
 from analyzer.review.queries import DailyFrames
 from analyzer.review.ratelimit import LoginLimiter
@@ -48,6 +48,9 @@ class Review:
         self.templates.env.globals["format_time"] = format_time
         self.templates.env.filters["ago"] = ago
         self.templates.env.filters["percent"] = percent
+        # Every value a page shows: control and bidirectional characters (records older
+        # than the check at entry may hold them) written as \\uXXXX, never raw (issue 33).
+        self.templates.env.finalize = _shown_safely
 
     def case_file(self) -> CaseFile:
         """The case file, opened for one request."""
@@ -89,3 +92,8 @@ def percent(fraction: float) -> str:
 def client_address(request: Request) -> str:
     """The client's address (uvicorn takes it from X-Forwarded-For only for a trusted proxy)."""
     return request.client.host if request.client else "unknown"
+
+
+def _shown_safely(value: Any) -> Any:
+    """A template value as shown: text with its control characters made visible."""
+    return shown_safely(value) if isinstance(value, str) else value

@@ -10,14 +10,29 @@ password is not checked (so guessing stops even when the guess is right).
 Held in the server's memory (one uvicorn process). ``barkwatch review unlock-user NAME``
 reaches a running server through the case file's audit log: :meth:`unlock` is called with
 the time of the newest unlock entry, and clears the account's failures recorded before it.
-Refusals past a limit are summarised per address and window (:meth:`refused`), so a flood
-adds one audit row per window, not one per attempt.
+Refusals past a limit are summarised per address and window (:meth:`refused` and
+:meth:`closed_windows`), so a flood adds two audit rows per window (its first refusal, and
+the count of the rest when the window closes or the server stops), not one per attempt.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+
+
+@dataclass
+class RefusalWindow:
+    """Refused sign-ins from one address in one window; the first was audited as it came."""
+
+    address: str
+    start_s: float
+    count: int
+
+    @property
+    def unrecorded(self) -> int:
+        """The refusals no audit row of their own carries."""
+        return self.count - 1
 
 
 @dataclass
@@ -39,7 +54,8 @@ class LoginLimiter:
         self.max_delay_s = max_delay_s
         self._pairs: dict[tuple[str, str], _Failures] = {}
         self._addresses: dict[str, _Failures] = {}
-        self._refusals: dict[str, tuple[float, int]] = {}  # address -> (window start, count)
+        self._refusals: dict[str, RefusalWindow] = {}  # address -> its open window
+        self._closed: list[RefusalWindow] = []  # ended, not yet taken by closed_windows
         self._lock = threading.Lock()  # handlers run in the server's thread pool
 
     def _wait_s(self, failures: _Failures | None, free: int, now_s: float) -> float:
@@ -93,13 +109,28 @@ class LoginLimiter:
                 del self._pairs[key]
             return bool(keys)
 
-    def refused(self, address: str, now_s: float) -> int | None:
-        """Count a refusal from ``address``: the number of refusals the previous audit row
-        did not carry when this one should be written (the first of a window), else None."""
+    def refused(self, address: str, now_s: float) -> bool:
+        """Count a refusal from ``address``; True when it opens the address's window (the one
+        refusal of the window audited as it happens; :meth:`closed_windows` gives the rest)."""
         with self._lock:
-            start, count = self._refusals.get(address, (-1e18, 0))
-            if now_s - start >= self.window_s:
-                self._refusals[address] = (now_s, 1)
-                return max(0, count - 1)
-            self._refusals[address] = (start, count + 1)
-            return None
+            window = self._refusals.get(address)
+            if window is None or now_s - window.start_s >= self.window_s:
+                if window is not None and window.count > 1:
+                    self._closed.append(window)  # a window no sweep has taken yet
+                self._refusals[address] = RefusalWindow(address, now_s, 1)
+                return True
+            window.count += 1
+            return False
+
+    def closed_windows(self, now_s: float, everything: bool = False) -> list[RefusalWindow]:
+        """The windows of refusals that have ended by ``now_s`` (all of them with
+        ``everything``, at shutdown) and held refusals no audit row carries yet, each once:
+        the caller audits them (issue 33: the count used to wait for the address's next
+        refusal, which may never come, and a restart lost it)."""
+        with self._lock:
+            ended = [w for w in self._refusals.values()
+                     if everything or now_s - w.start_s >= self.window_s]
+            for window in ended:
+                del self._refusals[window.address]
+            closed, self._closed = self._closed + ended, []
+        return [w for w in closed if w.count > 1]

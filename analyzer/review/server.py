@@ -3,8 +3,11 @@ limits live in it). Loopback by default; TLS by uvicorn's own settings or a reve
 
 from __future__ import annotations
 
+import grp
 import logging
+import os
 import socket
+from pathlib import Path
 
 import uvicorn
 
@@ -20,9 +23,10 @@ def uvicorn_config(settings: ReviewSettings) -> uvicorn.Config:
         create_app(settings), host=settings.host, port=settings.port, workers=1,
         ssl_keyfile=settings.ssl_keyfile or None, ssl_certfile=settings.ssl_certfile or None,
         # Only a configured proxy may name the client (the per-address sign-in limit counts
-        # it); anyone else's X-Forwarded-For is ignored.
-        proxy_headers=bool(settings.trusted_proxy),
-        forwarded_allow_ips=settings.trusted_proxy or None,
+        # it); anyone else's X-Forwarded-For is ignored. On a Unix socket (mode 0660) every
+        # connection is the proxy's, so its headers are believed (uvicorn sees no address).
+        proxy_headers=bool(settings.trusted_proxy or settings.unix_socket),
+        forwarded_allow_ips="*" if settings.unix_socket else settings.trusted_proxy or None,
         server_header=False, log_config=None, access_log=True,
         # SIGTERM: requests in flight get this long, then are cancelled (a PDF render is a
         # process that is killed), so a stop ends within seconds (issue 33).
@@ -52,10 +56,53 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def unix_listening_socket(path: str, group: str = "") -> socket.socket:
+    """A listening Unix socket at ``path``, mode 0660 and of ``group`` when given (a stale
+    socket left by a killed server is replaced; any other file there is refused), or
+    ReviewConfigError naming the key and why."""
+    target = Path(path)
+    gid = -1
+    if group:
+        try:
+            gid = grp.getgrnam(group).gr_gid
+        except KeyError as exc:
+            raise ReviewConfigError(f"config key 'unix_socket_group': no group {group!r} on "
+                                    "this machine") from exc
+    if target.is_socket():
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            if probe.connect_ex(path) == 0:
+                raise ReviewConfigError(f"config key 'unix_socket': a server already listens "
+                                        f"on {path}")
+        target.unlink()
+    elif target.exists() or target.is_symlink():
+        raise ReviewConfigError(f"config key 'unix_socket': {path} exists and is not a "
+                                "socket; remove it or choose another path")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_mask = os.umask(0o117)  # created 0660: never a moment open to everyone
+    try:
+        sock.bind(path)
+        os.chmod(path, 0o660)
+        if gid != -1:
+            os.chown(path, -1, gid)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ReviewConfigError(f"cannot listen on the Unix socket {path} (config key "
+                                f"'unix_socket'): {exc.strerror or exc}") from exc
+    finally:
+        os.umask(old_mask)
+    return sock
+
+
 def serve(settings: ReviewSettings) -> None:
     """Run until SIGINT or SIGTERM (uvicorn handles both)."""
-    sock = listening_socket(settings.host, settings.port)
     scheme = "https" if settings.ssl_certfile else "http"
-    log.info("review application on %s://%s:%d/ (case file %s, InfluxDB %s)", scheme,
-             settings.host, settings.port, settings.cases_db, settings.influx.url)
+    if settings.unix_socket:
+        sock = unix_listening_socket(settings.unix_socket, settings.unix_socket_group)
+        where = f"the Unix socket {settings.unix_socket} ({scheme})"
+    else:
+        sock = listening_socket(settings.host, settings.port)
+        where = f"{scheme}://{settings.host}:{settings.port}/"
+    log.info("review application on %s (case file %s, InfluxDB %s)", where,
+             settings.cases_db, settings.influx.url)
     uvicorn.Server(uvicorn_config(settings)).run(sockets=[sock])

@@ -28,9 +28,10 @@ class ReviewSettings:
     session_idle_s: int = setting(1800, "a session unused this long expires, s", 60, 86400)
     session_max_s: int = setting(43200, "a session expires this long after sign-in, s",
                                  300, 604800)
-    secure_cookies: bool = setting(False, "mark the session cookie Secure (HTTPS only): set "
-                                   "when a TLS proxy serves the app (always on when "
-                                   "ssl_certfile is set)")
+    secure_cookies: bool = setting(False, "mark the session cookie Secure on every "
+                                   "response; without it the cookie is Secure whenever the "
+                                   "request came over HTTPS (ssl_certfile, or a trusted_proxy's"
+                                   " X-Forwarded-Proto: https)")
     max_body_bytes: int = setting(65536, "largest request body accepted; larger is refused "
                                   "413 before it is read or parsed (a 4,000-character note "
                                   "fits), bytes", 1024, 16777216)
@@ -51,6 +52,13 @@ class ReviewSettings:
     trusted_proxy: str = setting(
         "", "address of a reverse proxy whose X-Forwarded-For/-Proto to believe (the client "
         "address the limits count); empty: none")
+    unix_socket: str = setting(
+        "", "listen on this Unix socket instead of host:port, for a reverse proxy on the same "
+        "machine: the socket is mode 0660, so only its owner and unix_socket_group can send "
+        "requests, and the proxy's X-Forwarded-For/-Proto are believed (no local process can "
+        "forge them, as any can with trusted_proxy = \"127.0.0.1\"); empty: TCP")
+    unix_socket_group: str = setting("", "group given the Unix socket (the proxy's, e.g. "
+                                     "www-data); empty: the server's own")
     ssl_keyfile: str = setting("", "TLS private key (PEM) for uvicorn's own TLS; empty: none")
     ssl_certfile: str = setting("", "TLS certificate chain (PEM) for uvicorn's own TLS")
     plot_points: int = setting(1500, "most points per series a finding's plot asks InfluxDB "
@@ -73,6 +81,12 @@ def load_review_settings(path: str) -> ReviewSettings:
     if bool(settings.ssl_keyfile) != bool(settings.ssl_certfile):
         raise ReviewConfigError("config keys 'ssl_keyfile' and 'ssl_certfile' go together: "
                                 "set both or neither")
+    if settings.unix_socket and settings.trusted_proxy:
+        raise ReviewConfigError("config keys 'unix_socket' and 'trusted_proxy' exclude each "
+                                "other: on a Unix socket every request comes from the proxy, "
+                                "whose forwarded headers are believed; remove trusted_proxy")
+    if settings.unix_socket_group and not settings.unix_socket:
+        raise ReviewConfigError("config key 'unix_socket_group' needs 'unix_socket'")
     written = [key for key in INFLUX_WRITE_KEYS
                if getattr(settings.influx, key) != getattr(InfluxSettings(), key)]
     if written:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import logging
+
 from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from analyzer.cases import USERNAME_PATTERN, find_account
+from analyzer.cases import USERNAME_PATTERN, CaseStore, find_account
 from analyzer.review.context import Review, client_address
 from analyzer.review.passwords import burn_time, verify_password
 from analyzer.review.sessions import NS, OfficerSession, csrf_token
 
+log = logging.getLogger(__name__)
 ACCOUNTS = "officer_accounts"
 UNLOCKED = "unlock officer account"  # written by barkwatch review unlock-user
+REFUSALS_SUMMARISED = "sign-in refusals summarised"  # a window's rate-limited count
 UNKNOWN_NAME = "(unknown name)"  # what the audit says for a name that is no account
 NOBODY = "(not signed in)"  # the audit log's actor for an attempt with no known account
 
@@ -59,13 +63,12 @@ def sign_in(review: Review, request: Request, _: OfficerSession | None,
                 "entity_id = ?", (UNLOCKED, ACCOUNTS, account.id)).fetchone()[0]
             if unlocked is not None:
                 review.limiter.unlock(username, unlocked / NS)
+        audit_closed_refusals(review, store, now_s)
         refusal = review.limiter.refusal(username, address, now_s)
         if refusal is not None:
-            unrecorded = review.limiter.refused(address, now_s)
-            if unrecorded is not None:  # the first refusal of this address's window
+            if review.limiter.refused(address, now_s):  # the first of this address's window
                 store.record_access(actor, "sign-in refused: rate limit", ACCOUNTS, entity,
-                                    {"username": shown_name, "client": address,
-                                     "earlier_refusals_not_recorded": unrecorded})
+                                    {"username": shown_name, "client": address})
             return refuse(429, f"Sign-in refused: {refusal}.")
         if account is not None and account.active:
             accepted = verify_password(account.password_hash, password)
@@ -88,6 +91,28 @@ def sign_in(review: Review, request: Request, _: OfficerSession | None,
     request.session["sid"] = session.sid
     csrf_token(request.session)
     return RedirectResponse(target, status_code=303)
+
+
+def audit_closed_refusals(review: Review, store: CaseStore, now_s: float,
+                          everything: bool = False) -> int:
+    """One audit row for each address whose window of rate-limited sign-ins has closed
+    (every open one with ``everything``: at shutdown), with how many refusals it held beyond
+    the one audited as it came; returns the number of rows written."""
+    windows = review.limiter.closed_windows(now_s, everything)
+    for window in windows:
+        store.record_access(NOBODY, REFUSALS_SUMMARISED, ACCOUNTS, [0],
+                            {"client": window.address, "refusals_not_recorded":
+                             window.unrecorded, "window_start_s": round(window.start_s, 3)})
+    return len(windows)
+
+
+def audit_refusals_at_shutdown(review: Review) -> None:
+    """The server stops: the open windows' counts go to the audit log, not lost with the
+    process's memory."""
+    with review.case_file() as store:
+        written = audit_closed_refusals(review, store, review.clock() / NS, everything=True)
+    if written:
+        log.info("shutdown: %d address(es) had rate-limited sign-ins; counts audited", written)
 
 
 def sign_out(review: Review, request: Request, session: OfficerSession | None,
