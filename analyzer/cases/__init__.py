@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from analyzer.cases.accounts import (
+    ACCOUNT_ROLES,
+    ADMINISTRATOR,
+    OFFICER,
     USERNAME_PATTERN,
     OfficerAccount,
     account_by_id,
     accounts,
     add_account,
+    check_role,
     check_username,
     disable_account,
     find_account,
+    set_role,
     unlock_account,
 )
 from analyzer.cases.checklist import ChecklistItem, seizure_checklist
@@ -43,10 +48,13 @@ from analyzer.cases.store import CaseError, CaseFile, CaseStore, shown_safely
 from analyzer.cases.view import CaseView, read_case
 
 __all__ = [
+    "ACCOUNT_ROLES",
+    "ADMINISTRATOR",
     "CITY_ZONE",
     "CONTACT_OUTCOMES",
     "DISPOSITIONS",
     "EXCEPTION_KINDS",
+    "OFFICER",
     "ROLES",
     "SCHEMA_VERSION",
     "UNCHECKED",
@@ -75,6 +83,7 @@ __all__ = [
     "accounts",
     "add_account",
     "candidate_windows",
+    "check_role",
     "check_username",
     "disable_account",
     "find_account",
@@ -83,6 +92,7 @@ __all__ = [
     "parse_local_time",
     "read_case",
     "seizure_checklist",
+    "set_role",
     "shown_safely",
     "unlock_account",
     "verify_link",

@@ -138,6 +138,12 @@ MIGRATIONS: tuple[str, ...] = (
         disabled_ns INTEGER
     );
     """,
+    # 5: roles (issue 33): an officer records; an administrator manages accounts and does not
+    # record evidence. Accounts made before roles were officers in all but name: officers.
+    """
+    ALTER TABLE officer_accounts ADD COLUMN role TEXT NOT NULL DEFAULT 'officer'
+        CHECK (role IN ('officer', 'administrator'));
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -12,13 +12,17 @@ import os
 import sys
 from typing import Any
 
+# analyzer.cases.ACCOUNT_ROLES, spelled here so --help loads nothing heavy (check_role checks).
+ROLE_HELP = "officer or administrator"
+
 DESCRIPTION = """\
 Serve evidence review in the browser for officers (uvicorn; loopback by default): the cases,
 one case with its findings verified now, the seizure checklist and the report (HTML, PDF), a
 finding's plots with zoom, the devices at an address; contact attempts, observations,
 exceptions and dispositions recorded from the page with their audit entries. Officers sign in
-with accounts made by 'add-user'; every sign-in and every view of a complainant's identity is
-written to the case file's audit log. 'barkwatch review --describe' lists the configuration
+with accounts made by 'add-user' (role officer: records; administrator: manages accounts on the
+app's Accounts page, records nothing); every sign-in and every view of a complainant's identity
+is written to the case file's audit log. 'barkwatch review --describe' lists the configuration
 keys (deploy/review.example.toml)."""
 
 
@@ -46,13 +50,20 @@ def add_review_parser(subparsers: Any) -> argparse.ArgumentParser:
                      help="the officer's name as records and the audit log carry it")
     add.add_argument("--password-stdin", action="store_true",
                      help="read the password from standard input (one line)")
+    add.add_argument("--role", default="officer", metavar="ROLE",
+                     help="officer (records evidence; the default) or administrator (manages "
+                     "accounts in the app, views cases, records nothing)")
+    role = actions.add_parser("set-role", help="make an account an officer or an administrator"
+                              " (its open sessions end)")
+    role.add_argument("username")
+    role.add_argument("role", help=ROLE_HELP)
     disable = actions.add_parser("disable-user", help="disable an account (history stays)")
     disable.add_argument("username")
     unlock = actions.add_parser("unlock-user", help="clear an account's failed sign-ins "
                                 "(a running server applies it at the next sign-in)")
     unlock.add_argument("username")
     listed = actions.add_parser("users", help="list the accounts")
-    for parser in (add, disable, unlock, listed):
+    for parser in (add, role, disable, unlock, listed):
         _config_option(parser, argparse.SUPPRESS)  # before or after the action
         parser.add_argument("--by", default=os.environ.get("SUDO_USER")
                             or os.environ.get("USER") or "administrator",
@@ -89,15 +100,30 @@ def run_review(args: argparse.Namespace) -> int:
 
         serve(settings)
         return 0
-    from analyzer.cases import CaseFile, accounts, add_account, disable_account, unlock_account
+    from analyzer.cases import (
+        CaseFile,
+        accounts,
+        add_account,
+        disable_account,
+        set_role,
+        unlock_account,
+    )
 
     if args.review_action == "add-user":
+        from analyzer.cases import check_role
         from analyzer.review import hash_password
+
+        check_role(args.role)  # before the password is asked for
 
         password_hash = hash_password(_read_password(args.password_stdin))
         with CaseFile(settings.cases_db) as store:
-            number = add_account(store, args.username, args.officer, password_hash, args.by)
-        print(f"account #{number}: {args.username} ({args.officer})")
+            number = add_account(store, args.username, args.officer, password_hash, args.by,
+                                 args.role)
+        print(f"account #{number}: {args.username} ({args.officer}), {args.role}")
+    elif args.review_action == "set-role":
+        with CaseFile(settings.cases_db) as store:
+            set_role(store, args.username, args.role, args.by)
+        print(f"account {args.username} is now an {args.role} (its open sessions end)")
     elif args.review_action == "disable-user":
         with CaseFile(settings.cases_db) as store:
             disable_account(store, args.username, args.by)
@@ -110,5 +136,5 @@ def run_review(args: argparse.Namespace) -> int:
         with CaseFile(settings.cases_db) as store:
             for account in accounts(store):
                 state = "active" if account.active else "disabled"
-                print(f"{account.username}  {account.officer}  {state}")
+                print(f"{account.username}  {account.officer}  {account.role}  {state}")
     return 0

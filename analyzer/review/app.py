@@ -27,9 +27,9 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from analyzer.cases import CaseError, account_by_id
+from analyzer.cases import ADMINISTRATOR, OFFICER, CaseError, account_by_id
 from analyzer.errors import AnalyzerError, InfluxUnavailable
-from analyzer.review import pages, recording, signin
+from analyzer.review import administration, pages, recording, signin
 from analyzer.review.context import HERE, Review, client_address
 from analyzer.review.sessions import CSRF_FIELD, OfficerSession, csrf_matches, still_valid
 from analyzer.review.settings import ReviewSettings, session_key
@@ -63,7 +63,7 @@ async def _signed_in(request: Request) -> OfficerSession | None:
     session = review.sessions.find(request.session.get("sid"))
     if session is not None and not await run_in_threadpool(_account_still_valid, review,
                                                            session):
-        log.warning("session of %s ended: account disabled or password changed",
+        log.warning("session of %s ended: account disabled, password or role changed",
                     session.username)
         review.sessions.close(session.sid)
         session = None
@@ -73,20 +73,43 @@ async def _signed_in(request: Request) -> OfficerSession | None:
     return session
 
 
-def page(handler: PageHandler) -> Callable[[Request], Any]:
-    """A GET route for signed-in officers; anyone else is sent to sign in."""
+# What each role may do that the other may not (issue 33: every account could do everything).
+ROLE_REFUSALS = {
+    OFFICER: "Only an officer's account records evidence; an administrator's account "
+             "manages accounts and views cases.",
+    ADMINISTRATOR: "Only an administrator's account manages accounts.",
+}
+
+
+def _refused_role(review: Review, request: Request, session: OfficerSession,
+                  role: str | None) -> Response | None:
+    """A 403 saying why, when the route needs another role than the session's."""
+    if role is None or session.role == role:
+        return None
+    log.warning("%s %s refused: %s is an %s", request.method, request.url.path,
+                session.username, session.role)
+    return review.error(request, 403, ROLE_REFUSALS[role])
+
+
+def page(handler: PageHandler, role: str | None = None) -> Callable[[Request], Any]:
+    """A GET route for signed-in accounts (of ``role`` when given); anyone else is sent to
+    sign in."""
     async def endpoint(request: Request) -> Response:
         session = await _signed_in(request)
         if session is None:
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(f"/signin?next={quote(target)}", status_code=303)
+        refused = _refused_role(_review(request), request, session, role)
+        if refused is not None:
+            return refused
         return await run_in_threadpool(handler, _review(request), request, session)
     return endpoint
 
 
-def form(handler: FormHandler, signed_in: bool = True) -> Callable[[Request], Any]:
+def form(handler: FormHandler, signed_in: bool = True,
+         role: str | None = None) -> Callable[[Request], Any]:
     """A POST route: refused unless the form carries the session's CSRF token (and, when
-    ``signed_in``, the officer is signed in)."""
+    ``signed_in``, the officer is signed in; when ``role`` is given, with that role)."""
     async def endpoint(request: Request) -> Response:
         review = _review(request)
         data = await request.form()
@@ -101,6 +124,9 @@ def form(handler: FormHandler, signed_in: bool = True) -> Callable[[Request], An
                                 "send it again.")
         if signed_in and session is None:
             return RedirectResponse("/signin", status_code=303)
+        refused = None if session is None else _refused_role(review, request, session, role)
+        if refused is not None:
+            return refused
         return await run_in_threadpool(handler, review, request, session, data)
     return endpoint
 
@@ -259,8 +285,11 @@ def create_app(settings: ReviewSettings, clock: Callable[[], int] = time.time_ns
         Route("/cases/{complaint:id}/findings/{link:id}", page(pages.finding_page)),
         Route("/cases/{complaint:id}/findings/{link:id}/data", page(pages.finding_data)),
         Route("/addresses/{address:id}/devices", page(pages.devices_page)),
-        Route("/cases/{complaint:id}/record/{kind:str}", form(recording.record),
+        Route("/cases/{complaint:id}/record/{kind:str}", form(recording.record, role=OFFICER),
               methods=["POST"]),
+        Route("/accounts", page(administration.accounts_page, role=ADMINISTRATOR)),
+        Route("/accounts/{account:id}/{action:str}",
+              form(administration.account_action, role=ADMINISTRATOR), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = [

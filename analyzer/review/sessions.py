@@ -33,6 +33,7 @@ class OfficerSession:
     signed_in_ns: int
     last_seen_ns: int
     credential: str  # fingerprint of the password hash at sign-in (see credential_of)
+    role: str = "officer"  # the account's role at sign-in (a change ends the session)
 
 
 def credential_of(account: OfficerAccount) -> str:
@@ -42,9 +43,10 @@ def credential_of(account: OfficerAccount) -> str:
 
 
 def still_valid(session: OfficerSession, account: OfficerAccount | None) -> bool:
-    """True while the session's account exists, is enabled and has the password it was
-    opened with."""
+    """True while the session's account exists, is enabled and has the password and the
+    role it was opened with."""
     return (account is not None and account.active and account.id == session.account_id
+            and account.role == session.role
             and hmac.compare_digest(credential_of(account), session.credential))
 
 
@@ -62,7 +64,8 @@ class SessionRegistry:
         """A new session for ``account`` (a fresh id: no fixation of an earlier one)."""
         now = self.clock()
         session = OfficerSession(secrets.token_urlsafe(32), account.id, account.username,
-                                 account.officer, now, now, credential_of(account))
+                                 account.officer, now, now, credential_of(account),
+                                 account.role)
         with self._lock:
             self._open[session.sid] = session
         return session
