@@ -26,6 +26,7 @@ from analyzer.cases import CaseFile, add_account
 from analyzer.cli.main import main
 from analyzer.deploy.services import Services
 from analyzer.review import ReviewSettings, create_app, hash_password
+from analyzer.review.context import Review
 from analyzer.store import InfluxSettings
 from tests.review_scene import (
     COMPLAINANT,
@@ -54,6 +55,7 @@ class Server:
     base: str
     case: Case
     clock: Clock
+    review: Review | None = None  # the running application's state
 
 
 @pytest.fixture(scope="module")
@@ -69,15 +71,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         settings = ReviewSettings(port=port, cases_db=str(case.db), session_idle_s=600,
                                   max_failures_per_account=3, max_failures_per_address=50,
                                   influx=InfluxSettings(url=services.influx.url))
-        running = uvicorn.Server(uvicorn.Config(create_app(settings, clock), host="127.0.0.1",
-                                                port=port, log_config=None))
+        app = create_app(settings, clock)
+        running = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                                log_config=None))
         thread = threading.Thread(target=running.run, daemon=True)
         thread.start()
         while not running.started:
             assert thread.is_alive(), "server did not start"
             time.sleep(0.05)
         try:
-            yield Server(f"http://127.0.0.1:{port}", case, clock)
+            yield Server(f"http://127.0.0.1:{port}", case, clock, app.state.review)
         finally:
             running.should_exit = True
             thread.join(timeout=30)

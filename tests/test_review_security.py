@@ -311,3 +311,27 @@ def test_a_unix_socket_and_a_trusted_proxy_together_are_refused(tmp_path: Path) 
                       encoding="utf-8")
     with pytest.raises(ReviewConfigError, match="exclude each other"):
         load_review_settings(str(config))
+
+
+def test_pages_that_query_influxdb_are_bounded_per_officer_and_answer_503_past_it(
+        server: Server) -> None:
+    assert server.review is not None
+    gate = server.review.page_queries
+    browser = Browser(server.base)
+    browser.sign_in()
+    officer = "Ofc. Kay"
+    for _ in range(gate.per_officer):  # the officer's other pages, still being answered
+        gate.acquire(officer)
+    try:
+        for path in ("/cases", f"/cases/{server.case.complaint}",
+                     f"/addresses/{server.case.address}/devices"):
+            status, _, body = browser.request(path)
+            assert status == 503 and "pages being answered" in html.unescape(body), path
+        other = Browser(server.base)  # another officer is not held back
+        _new_account(server, "pgq")
+        other.sign_in(PASSWORD, "pgq")
+        assert other.request("/cases")[0] == 200
+    finally:
+        for _ in range(gate.per_officer):
+            gate.release(officer)
+    assert browser.request("/cases")[0] == 200 and gate.running == 0

@@ -31,6 +31,8 @@ from analyzer.cases import ADMINISTRATOR, OFFICER, CaseError, account_by_id
 from analyzer.errors import AnalyzerError, InfluxUnavailable
 from analyzer.review import administration, pages, recording, signin
 from analyzer.review.context import HERE, Review, client_address
+from analyzer.review.limits import QueriesBusy
+from analyzer.review.refusals import LateResponse
 from analyzer.review.sessions import CSRF_FIELD, OfficerSession, csrf_matches, still_valid
 from analyzer.review.settings import ReviewSettings, session_key
 
@@ -91,9 +93,22 @@ def _refused_role(review: Review, request: Request, session: OfficerSession,
     return review.error(request, 403, ROLE_REFUSALS[role])
 
 
-def page(handler: PageHandler, role: str | None = None) -> Callable[[Request], Any]:
+def _with_page_place(handler: PageHandler, review: Review, request: Request,
+                     session: OfficerSession) -> Response:
+    """``handler`` holding a place of the page-query gate ([limits] page_queries_*): 503,
+    sent late, past it (issue 33: only the plot data was bounded)."""
+    try:
+        with review.page_queries.place(session.officer):
+            return handler(review, request, session)
+    except QueriesBusy as exc:
+        return LateResponse(review.error(request, 503, f"Not answered now: {exc}."),
+                            review.settings.limits.busy_answer_delay_s)
+
+
+def page(handler: PageHandler, role: str | None = None,
+         queries: bool = False) -> Callable[[Request], Any]:
     """A GET route for signed-in accounts (of ``role`` when given); anyone else is sent to
-    sign in."""
+    sign in. ``queries``: the page queries InfluxDB, so it takes a place of the page gate."""
     async def endpoint(request: Request) -> Response:
         session = await _signed_in(request)
         if session is None:
@@ -102,6 +117,9 @@ def page(handler: PageHandler, role: str | None = None) -> Callable[[Request], A
         refused = _refused_role(_review(request), request, session, role)
         if refused is not None:
             return refused
+        if queries:
+            return await run_in_threadpool(_with_page_place, handler, _review(request),
+                                           request, session)
         return await run_in_threadpool(handler, _review(request), request, session)
     return endpoint
 
@@ -278,13 +296,14 @@ def create_app(settings: ReviewSettings, clock: Callable[[], int] = time.time_ns
         Route("/signin", signin.sign_in_page, methods=["GET"]),
         Route("/signin", form(signin.sign_in, signed_in=False), methods=["POST"]),
         Route("/signout", form(signin.sign_out), methods=["POST"]),
-        Route("/cases", page(pages.cases_page)),
-        Route("/cases/{complaint:id}", page(pages.case_page)),
+        Route("/cases", page(pages.cases_page, queries=True)),
+        Route("/cases/{complaint:id}", page(pages.case_page, queries=True)),
         Route("/cases/{complaint:id}/report.html", page(pages.report_html)),
         Route("/cases/{complaint:id}/report.pdf", page(pages.report_pdf)),
-        Route("/cases/{complaint:id}/findings/{link:id}", page(pages.finding_page)),
+        Route("/cases/{complaint:id}/findings/{link:id}", page(pages.finding_page,
+                                                                queries=True)),
         Route("/cases/{complaint:id}/findings/{link:id}/data", page(pages.finding_data)),
-        Route("/addresses/{address:id}/devices", page(pages.devices_page)),
+        Route("/addresses/{address:id}/devices", page(pages.devices_page, queries=True)),
         Route("/cases/{complaint:id}/record/{kind:str}", form(recording.record, role=OFFICER),
               methods=["POST"]),
         Route("/accounts", page(administration.accounts_page, role=ADMINISTRATOR)),

@@ -44,6 +44,8 @@ class Review:
         self.renders = Renders(limits.render_workers, limits.render_queue,
                                limits.render_timeout_s)
         self.plot_queries = QueryGate(limits.queries_per_officer, limits.queries_in_all)
+        self.page_queries = QueryGate(limits.page_queries_per_officer,
+                                      limits.page_queries_in_all, "pages")
         self.templates = Jinja2Templates(directory=HERE / "templates")
         self.templates.env.globals["format_time"] = format_time
         self.templates.env.filters["ago"] = ago

@@ -4,7 +4,7 @@ all), and how long a stop waits for requests in flight. Issue 33: unbounded, 42 
 requests left every page unanswered and 8 wide zooms at once kept InfluxDB busy for minutes.
 
 The ``[limits]`` table of the review configuration; :class:`QueryGate` is the pure core of
-the query bound (counts, no I/O).
+the query bounds (counts, no I/O): one for plot data, one for the pages that query InfluxDB.
 """
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ class LoadLimits:
                                        "same time; more are answered 503", 1, 64)
     queries_in_all: int = setting(4, "plot data requests of everyone answered at the same "
                                   "time; more are answered 503", 1, 256)
+    page_queries_per_officer: int = setting(
+        4, "pages that query InfluxDB (cases, case, finding, devices) of one officer answered "
+        "at the same time; more are answered 503", 1, 64)
+    page_queries_in_all: int = setting(16, "pages that query InfluxDB of everyone answered at "
+                                       "the same time; more are answered 503", 1, 256)
     rollup_from_s: int = setting(21600, "plots whose buckets are at least a minute and whose "
                                  "range is at least this long are drawn from the one-minute "
                                  "rollups (level_1m, rule_progress_1m), s", 3600, 2678400)
@@ -53,19 +58,21 @@ class LoadLimits:
 
 
 class QueriesBusy(AnalyzerError):
-    """Too many plot queries at once (the message says whose limit and to try again)."""
+    """Too many queries at once (the message says whose limit and to try again)."""
 
 
 class QueryGate:
     """At most ``per_officer`` queries of one officer and ``in_all`` of everyone at a time.
     A request over either bound is refused at once (never queued: a queue of wide zooms is
-    what overloaded InfluxDB). Thread-safe (handlers run in Starlette's thread pool)."""
+    what overloaded InfluxDB). ``what`` names the requests in the refusal. Thread-safe
+    (handlers run in Starlette's thread pool)."""
 
-    def __init__(self, per_officer: int, in_all: int) -> None:
+    def __init__(self, per_officer: int, in_all: int, what: str = "plot requests") -> None:
         if per_officer < 1 or in_all < 1:
             raise ValueError("query limits must be at least 1")
         self.per_officer = per_officer
         self.in_all = in_all
+        self.what = what
         self._lock = threading.Lock()
         self._by_officer: dict[str, int] = {}
 
@@ -80,13 +87,13 @@ class QueryGate:
         with self._lock:
             mine = self._by_officer.get(officer, 0)
             if mine >= self.per_officer:
-                raise QueriesBusy(f"you have {mine} plot request(s) being answered (at most "
+                raise QueriesBusy(f"you have {mine} {self.what} being answered (at most "
                                   f"{self.per_officer} at a time); wait for them, then try "
                                   "again")
             if sum(self._by_officer.values()) >= self.in_all:
-                raise QueriesBusy(f"the evidence database is answering {self.in_all} plot "
-                                  "requests, the most it takes at a time; try again in a few "
-                                  "seconds")
+                raise QueriesBusy(f"the evidence database is answering {self.in_all} "
+                                  f"{self.what}, the most it takes at a time; try again in a "
+                                  "few seconds")
             self._by_officer[officer] = mine + 1
 
     def release(self, officer: str) -> None:
