@@ -26,17 +26,22 @@ precision/recall/F1 on the dog scenes, and false alarms per hour (events overlap
 sound) on the confuser scene and on the dog scenes. Detectors: ``shipped`` (the bundled head
 file), ``v4`` (``models/dog_head.v4.npz`` when present: the CNN min-fused with a head on
 YAMNet's embedding, YAMNet's veto), ``yamnet`` (untouched YAMNet's dog classes alone),
-``cnn`` (dog-cnn-3.0 alone), and ``tuned@ON/OFF`` (the sensor's fine-tuned score alone at
-those event thresholds).
+``cnn`` (dog-cnn-3.0 alone), ``tuned@ON/OFF`` (the sensor's fine-tuned score alone at
+those event thresholds) and ``fused A/B@ON/OFF`` (log-odds fusion of the CNN's 20 ms score and
+the fine-tuned patch score, sigmoid(A logit(cnn) + B logit(dg)): the CNN a second opinion, not
+a veto). ``--frames-cache DIR`` keeps each scene's measured frames, so a second run with the
+same seed and clips judges at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import logging
 import math
+import pickle
 import sys
 import tempfile
 import time
@@ -83,6 +88,8 @@ FULL_SCALE_DB = 100.0
 BOUT_GAP_S = 60.0  # barks closer than this belong to one bout (issue 39)
 V4_HEAD_PATH = ROOT / "models" / "dog_head.v4.npz"
 TUNED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7), (0.95, 0.8))
+FUSED_WEIGHTS = ((0.5, 0.5), (0.35, 0.65))  # (A on the CNN, B on the fine-tuned score)
+FUSED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7))
 
 
 @dataclasses.dataclass
@@ -159,8 +166,26 @@ def confuser_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int) 
     return scene
 
 
-def measured(scene: Scene, workdir: Path) -> list[Frame]:
-    """The scene's frames as ``barkwatch analyze`` measures its 48 kHz FLAC."""
+def measured(scene: Scene, workdir: Path, cache: Path | None = None) -> list[Frame]:
+    """The scene's frames as ``barkwatch analyze`` measures its 48 kHz FLAC (read from
+    ``cache`` when a run with the same scene left them there)."""
+    kept = None
+    if cache is not None:
+        digest = hashlib.sha256(scene.samples.tobytes() + scene.labels.tobytes()).hexdigest()
+        kept = cache / f"{scene.name}-{digest[:16]}.pickle"
+        if kept.is_file():
+            with kept.open("rb") as handle:
+                frames: list[Frame] = pickle.load(handle)
+            return frames
+    frames = _measured(scene, workdir)
+    if kept is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        with kept.open("wb") as handle:
+            pickle.dump(frames, handle, protocol=pickle.HIGHEST_PROTOCOL)
+    return frames
+
+
+def _measured(scene: Scene, workdir: Path) -> list[Frame]:
     path = workdir / "scene.flac"
     audio = soxr.resample(scene.samples.astype(np.float32), RATE, SCENE_RATE_HZ)
     soundfile.write(path, np.clip(audio, -1, 1), SCENE_RATE_HZ, subtype="PCM_24")
@@ -181,6 +206,12 @@ def detectors() -> dict[str, tuple[DogHead, DetectorSettings, bool]]:
         out[f"tuned@{on:g}/{off:g}"] = (
             DogHead(version="tuned", fusion_kind="head", sensor_scores=True),
             dataclasses.replace(plain, on_threshold=on, off_threshold=off), False)
+    for a, b in FUSED_WEIGHTS:
+        for on, off in FUSED_THRESHOLDS:
+            out[f"fused {a:g}/{b:g}@{on:g}/{off:g}"] = (
+                DogHead(version="fused", fusion_kind="logistic", sensor_scores=True,
+                        fusion=np.array([a, b, 0.0])),
+                dataclasses.replace(plain, on_threshold=on, off_threshold=off), False)
     return out
 
 
@@ -266,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-other-clips", type=int, default=600, metavar="N",
                         help="at most this many other clips, drawn (600)")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
+    parser.add_argument("--frames-cache", type=Path, metavar="DIR",
+                        help="keep each scene's measured frames here and reuse them")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
@@ -292,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as workdir:
         for scene in scenes:
-            frames = measured(scene, Path(workdir))
+            frames = measured(scene, Path(workdir), args.frames_cache)
             log.info("%s: %.1f min measured (%.0f s)", scene.name, scene.labels.size * STEP_S
                      / 60, time.monotonic() - started)
             kind = "confusers" if scene.name == "confusers" else "dogs"
