@@ -61,7 +61,9 @@ from analyzer.detect import DevicePipeline  # noqa: E402
 from analyzer.detect.head import DEFAULT_HEAD_PATH, DogHead  # noqa: E402
 from analyzer.offline.analysis import frames_of_file  # noqa: E402
 from analyzer.offline.evaluate import segment_counts  # noqa: E402
+from sensor.dog_cnn import DEFAULT_MODEL_PATH  # noqa: E402
 from sensor.wire import Frame  # noqa: E402
+from sensor.yamnet_network import DEFAULT_SENSOR_NETWORK_PATH, DEFAULT_YAMNET_PATH  # noqa: E402
 from training.corpus import RATE, load_audio  # noqa: E402
 from training.finetune import at_distance, bed_piece, rms  # noqa: E402
 from training.head_data import (  # noqa: E402
@@ -101,6 +103,8 @@ class Scene:
     samples: np.ndarray
     labels: np.ndarray
     own_snr: np.ndarray
+    placed: list[tuple[float, float, str]] = dataclasses.field(default_factory=list)
+    # ^ the confuser scene's clips: (start s, end s, label), for naming its false alarms
 
 
 def _place(rng: np.random.Generator, scene: Scene, bed: np.ndarray, audio: np.ndarray, at: int,
@@ -151,8 +155,10 @@ def dog_scene(band: tuple[float, float], dogs: list[np.ndarray], beds: list[np.n
     return scene
 
 
-def confuser_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int) -> Scene:
-    """Every other clip one after another, 1-8 s apart, at 0..+20 dB, 5-40 m away."""
+def confuser_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int,
+                   labels: list[str] | None = None) -> Scene:
+    """Every other clip one after another, 1-8 s apart, at 0..+20 dB, 5-40 m away
+    (``labels``: each clip's corpus label, kept to name the false alarms)."""
     rng = np.random.default_rng([seed, 7])
     starts, at = [], 0
     for audio in others:
@@ -163,6 +169,9 @@ def confuser_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int) 
     bed = scene.samples.copy()
     for audio, start in zip(others, starts, strict=True):
         _place(rng, scene, bed, audio, start, (5.0, 40.0), rng.uniform(0.0, 20.0), False)
+    if labels is not None:
+        scene.placed = [(start / RATE, (start + audio.size) / RATE, label)
+                        for audio, start, label in zip(others, starts, labels, strict=True)]
     return scene
 
 
@@ -171,7 +180,8 @@ def measured(scene: Scene, workdir: Path, cache: Path | None = None) -> list[Fra
     ``cache`` when a run with the same scene left them there)."""
     kept = None
     if cache is not None:
-        digest = hashlib.sha256(scene.samples.tobytes() + scene.labels.tobytes()).hexdigest()
+        digest = hashlib.sha256(scene.samples.tobytes() + scene.labels.tobytes()
+                                + _sensor_models_digest()).hexdigest()
         kept = cache / f"{scene.name}-{digest[:16]}.pickle"
         if kept.is_file():
             with kept.open("rb") as handle:
@@ -183,6 +193,14 @@ def measured(scene: Scene, workdir: Path, cache: Path | None = None) -> list[Fra
         with kept.open("wb") as handle:
             pickle.dump(frames, handle, protocol=pickle.HIGHEST_PROTOCOL)
     return frames
+
+
+def _sensor_models_digest() -> bytes:
+    """What the sensor's networks are: frames measured with other models are not reused."""
+    digest = hashlib.sha256()
+    for path in (DEFAULT_MODEL_PATH, DEFAULT_YAMNET_PATH, DEFAULT_SENSOR_NETWORK_PATH):
+        digest.update(path.read_bytes() if path.is_file() else b"-")
+    return digest.digest()
 
 
 def _measured(scene: Scene, workdir: Path) -> list[Frame]:
@@ -209,8 +227,8 @@ def detectors() -> dict[str, tuple[DogHead, DetectorSettings, bool]]:
     for a, b in FUSED_WEIGHTS:
         for on, off in FUSED_THRESHOLDS:
             out[f"fused {a:g}/{b:g}@{on:g}/{off:g}"] = (
-                DogHead(version="fused", fusion_kind="logistic", sensor_scores=True,
-                        fusion=np.array([a, b, 0.0])),
+                DogHead(version=f"dog-head-5.1-fused-{a:g}-{b:g}", fusion_kind="logistic",
+                        sensor_scores=True, fusion=np.array([a, b, 0.0])),
                 dataclasses.replace(plain, on_threshold=on, off_threshold=off), False)
     return out
 
@@ -256,7 +274,12 @@ def judge_scene(scene: Scene, events: list[tuple[float, float]]) -> dict[str, An
     counts = segment_counts(barks, events, duration, 1.0)
     out["segments tp/fp/fn"] = [counts.tp, counts.fp, counts.fn]
     sounding = runs(scene.labels != 0, 0.0)
-    out["false alarms"] = int((~_hits(events, sounding)).sum()) if events else 0
+    false = [e for e, hit in zip(events, _hits(events, sounding), strict=True) if not hit]
+    out["false alarms"] = len(false)
+    for start, end in false:  # on the confuser scene: which kind of clip each fell on
+        kinds = sorted({label for a, b, label in scene.placed if a < end and b > start})
+        key = f"false alarms on {'+'.join(kinds) or 'the bed'}"
+        out[key] = out.get(key, 0) + 1
     return out
 
 
@@ -284,6 +307,19 @@ def summed(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def write_head(parser: argparse.ArgumentParser, spec: str) -> int:
+    """``--write-head NAME=PATH``: the judged detector as a head file."""
+    name, _, path = spec.rpartition("=")
+    chosen = detectors()
+    if name not in chosen or not path:
+        parser.error(f"--write-head {spec!r}: NAME=PATH, NAME one of: {', '.join(chosen)}")
+    head, settings, _ = chosen[name]
+    dataclasses.replace(head, on_threshold=settings.on_threshold,
+                        off_threshold=settings.off_threshold).save(path)
+    log.info("%s written to %s", name, path)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -299,8 +335,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
     parser.add_argument("--frames-cache", type=Path, metavar="DIR",
                         help="keep each scene's measured frames here and reuse them")
+    parser.add_argument("--write-head", metavar="NAME=PATH",
+                        help="write detector NAME's head, with its event thresholds, to PATH "
+                        "(a file [detector] head_path takes) and stop")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.write_head:
+        return write_head(parser, args.write_head)
     try:
         held = set(json.loads(args.held_out.read_text())["held_out_sources"])
     except (OSError, ValueError, KeyError) as error:
@@ -318,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     dog_audio = [load_audio(c.clip.path)[:10 * RATE] for c in dogs]
     other_audio = [load_audio(c.clip.path)[:10 * RATE] for c in others]
     scenes = [dog_scene(band, dog_audio, beds, args.seed) for band in BANDS_DB]
-    scenes.append(confuser_scene(other_audio, beds, args.seed))
+    scenes.append(confuser_scene(other_audio, beds, args.seed,
+                                 [c.clip.label for c in others]))
     chosen = detectors()
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {n: {"dogs": [], "confusers": []}
                                                         for n in chosen}

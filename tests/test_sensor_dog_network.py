@@ -114,3 +114,37 @@ def test_the_same_input_gives_the_same_events_on_every_run(head: DogHead) -> Non
     first = events()
     assert first, "the barks 30 m away make an event"
     assert events() == first
+
+
+V5_FUSED_HEAD = Path(__file__).resolve().parents[1] / "models" / "dog_head.v5-fused.npz"
+
+
+def events_of(head: DogHead, samples: np.ndarray) -> list[tuple[int, int, float]]:
+    pipeline = DevicePipeline("dev-1", DetectorSettings(), head)
+    found = []
+    for frame in frames_from_samples(samples, RATE, 100.0, device_id="dev-1"):
+        found += pipeline.feed(frame).events
+    found += pipeline.finish().events
+    return [(e.onset_ns, e.offset_ns, e.confidence) for e in found]
+
+
+def in_the_street(samples: np.ndarray, snr_db: float = 10.0) -> np.ndarray:
+    """``samples`` from 1 s on, 20 m away, in the street ambience at ``snr_db``."""
+    street = clip("sonyc_street_ambience_01_027029.flac")[: 6 * RATE]
+    placed = np.zeros(street.size)
+    n = min(samples.size, street.size - RATE)
+    placed[RATE:RATE + n] = samples[:n]
+    far = at_distance(placed, 20.0, 0.75)
+    gain = np.std(street) / np.std(far[RATE:RATE + n]) * 10 ** (snr_db / 20)
+    return street + gain * far
+
+
+def test_the_fused_v5_head_finds_barks_30_m_away_and_not_a_cat_or_a_rooster() -> None:
+    """models/dog_head.v5-fused.npz: the CNN's score and the fine-tuned patch score fused in
+    log-odds (benchmarks/judge_soundscapes.py --write-head), through the analyzer's pipeline."""
+    head = DogHead.load(V5_FUSED_HEAD)
+    assert head.sensor_scores and head.kind == "logistic"
+    assert events_of(head, bark_far_away(10.0)), "the barks 30 m away make an event"
+    for name in ("modsounds_cat_meow.flac", "modsounds_rooster.flac"):
+        assert events_of(head, in_the_street(clip(name))) == [], name
+    assert events_of(head, clip("sonyc_street_ambience_01_027029.flac")) == []
