@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.templating import Jinja2Templates
@@ -97,5 +98,9 @@ def client_address(request: Request) -> str:
 
 
 def _shown_safely(value: Any) -> Any:
-    """A template value as shown: text with its control characters made visible."""
-    return shown_safely(value) if isinstance(value, str) else value
+    """A template value as shown: text with its control characters made visible. Markup (a
+    macro's output, built from values already shown this way) is left as it is, so it is not
+    escaped twice."""
+    if isinstance(value, Markup) or not isinstance(value, str):
+        return value
+    return shown_safely(value)

@@ -89,8 +89,10 @@ def cases_page(review: Review, request: Request, session: OfficerSession) -> Res
     return review.render(request, "cases.html", {"rows": rows})
 
 
-def case_page(review: Review, request: Request, session: OfficerSession) -> Response:
-    """One complaint: identity (audited), records, findings verified now, the checklist."""
+def case_page(review: Review, request: Request, session: OfficerSession,
+              refused_form: dict[str, Any] | None = None, status_code: int = 200) -> Response:
+    """One complaint: identity (audited), records, findings verified now, the checklist;
+    ``refused_form`` (kind, message, typed): a record form shown again with its error."""
     complaint_id = int(request.path_params["complaint"])
     with review.case_file() as store:
         view = read_case(store, complaint_id, review.client, review.verifier)
@@ -99,7 +101,9 @@ def case_page(review: Review, request: Request, session: OfficerSession) -> Resp
     return review.render(request, "case.html", {
         "view": view, "checked": checked, "contact_outcomes": CONTACT_OUTCOMES,
         "exception_kinds": EXCEPTION_KINDS, "dispositions": DISPOSITIONS,
-        "max_note_chars": MAX_NOTE_CHARS})
+        "max_note_chars": MAX_NOTE_CHARS, "refused": refused_form or {"kind": "",
+                                                                     "typed": {}}},
+        status_code)
 
 
 def report_html(review: Review, request: Request, session: OfficerSession) -> Response:

@@ -13,6 +13,7 @@ from starlette.responses import RedirectResponse, Response
 
 from analyzer.cases import CaseError, CaseStore, TimeInputError, parse_local_time
 from analyzer.review.context import Review
+from analyzer.review.limits import QueriesBusy
 from analyzer.review.sessions import OfficerSession
 
 
@@ -27,6 +28,7 @@ def _at(data: FormData, now_ns: int) -> int:
     return parse_local_time(text, "time") if text else now_ns
 
 
+FIELDS = ("at", "method", "outcome", "kind", "note")  # what the forms send, kept on an error
 # kind -> (what it records, the CaseStore call with the CLI's arguments)
 Recorder = Callable[[CaseStore, int, FormData, int, str], int]
 RECORDERS: dict[str, tuple[str, Recorder]] = {
@@ -54,8 +56,27 @@ def record(review: Review, request: Request, session: OfficerSession | None,
         with review.case_file() as store:
             number = recorder(store, complaint_id, data, _at(data, review.clock()),
                               session.officer)
-        flash = {"kind": "ok", "text": f"Recorded {what} #{number} as {session.officer}."}
     except (CaseError, TimeInputError) as exc:
-        flash = {"kind": "error", "text": f"The {what} was not recorded: {exc}"}
-    request.session["flash"] = flash
+        return _refused(review, request, session, kind,
+                        f"The {what} was not recorded: {exc}", data)
+    request.session["flash"] = {"kind": "ok",
+                                "text": f"Recorded {what} #{number} as {session.officer}."}
     return RedirectResponse(f"/cases/{complaint_id}#records", status_code=303)
+
+
+def _refused(review: Review, request: Request, session: OfficerSession, kind: str,
+             message: str, data: FormData) -> Response:
+    """The case page again, 400, with the error beside the form and what was typed kept in
+    it (issue 35: the page jumped to the records with the error out of view and the entry
+    cleared); a busy evidence database falls back to the message alone."""
+    from analyzer.review.pages import case_page
+
+    typed = {name: _text(data, name) for name in FIELDS}
+    try:
+        with review.page_queries.place(session.officer):
+            return case_page(review, request, session,
+                             {"kind": kind, "message": message, "typed": typed}, 400)
+    except QueriesBusy:
+        request.session["flash"] = {"kind": "error", "text": message}
+        return RedirectResponse(f"/cases/{request.path_params['complaint']}#form-{kind}",
+                                status_code=303)
