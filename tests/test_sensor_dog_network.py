@@ -102,18 +102,9 @@ def test_a_tone_and_digital_silence_stay_under_the_threshold(
 
 def test_the_same_input_gives_the_same_events_on_every_run(head: DogHead) -> None:
     samples = bark_far_away(10.0)
-
-    def events() -> list[tuple[int, int, float]]:
-        pipeline = DevicePipeline("dev-1", DetectorSettings(), head)
-        found = []
-        for frame in frames_from_samples(samples, RATE, 100.0, device_id="dev-1"):
-            found += pipeline.feed(frame).events
-        found += pipeline.finish().events
-        return [(e.onset_ns, e.offset_ns, e.confidence) for e in found]
-
-    first = events()
+    first = events_of(head, samples)
     assert first, "the barks 30 m away make an event"
-    assert events() == first
+    assert events_of(head, samples) == first
 
 
 V5_FUSED_HEAD = Path(__file__).resolve().parents[1] / "models" / "dog_head.v5-fused.npz"
