@@ -85,9 +85,7 @@ def add_account(store: CaseStore, username: str, officer: str, password_hash: st
 def set_role(store: CaseStore, username: str, role: str, actor: str) -> None:
     """Give an account another role (its open sessions end at their next request)."""
     check_role(role)
-    account = find_account(store, username)
-    if account is None:
-        raise CaseError(f"no account {username!r}")
+    account = _existing(store, username)
     if account.role == role:
         raise CaseError(f"account {username!r} is already an {role}")  # both roles: "an"
     with store._transaction() as db:
@@ -98,9 +96,7 @@ def set_role(store: CaseStore, username: str, role: str, actor: str) -> None:
 
 def disable_account(store: CaseStore, username: str, actor: str) -> None:
     """Disable an account (it can no longer sign in; its history stays)."""
-    account = find_account(store, username)
-    if account is None:
-        raise CaseError(f"no account {username!r}")
+    account = _existing(store, username)
     with store._transaction() as db:
         db.execute("UPDATE officer_accounts SET disabled_ns = ? WHERE id = ?",
                    (store.file.clock(), account.id))
@@ -111,11 +107,17 @@ def disable_account(store: CaseStore, username: str, actor: str) -> None:
 def unlock_account(store: CaseStore, username: str, actor: str) -> None:
     """Audit an unlock: a running review server reads the newest such entry at the next
     sign-in and clears the account's failed sign-ins recorded before it."""
+    account = _existing(store, username)
+    store.record_access(_text(actor, "actor"), "unlock officer account", "officer_accounts",
+                        [account.id], {"username": username})
+
+
+def _existing(store: CaseStore, username: str) -> OfficerAccount:
+    """The account named ``username``, or CaseError saying there is none."""
     account = find_account(store, username)
     if account is None:
         raise CaseError(f"no account {username!r}")
-    store.record_access(_text(actor, "actor"), "unlock officer account", "officer_accounts",
-                        [account.id], {"username": username})
+    return account
 
 
 def find_account(store: CaseStore, username: str) -> OfficerAccount | None:
