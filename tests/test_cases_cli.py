@@ -9,7 +9,7 @@ import pytest
 from analyzer.cases import CaseFile
 from analyzer.cli.main import main
 
-ACTIONS = ("address", "addresses", "place", "open", "list", "show", "contact", "observe",
+ACTIONS = ("address", "addresses", "place", "remove", "open", "list", "show", "contact", "observe",
            "exception", "attest", "dispose", "link", "audit", "export")
 
 
@@ -88,3 +88,22 @@ def test_show_without_influxdb_says_the_links_were_not_checked(
     assert "digest " + "a" * 64 + ": NOT CHECKED" in out
     assert "is unreachable" in out
     assert "[ ] 2. supported by a finding" in out
+
+
+def test_remove_ends_a_placement_once_and_audits_it(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "cases.sqlite"
+    common = opened(db)
+    assert main(["case", "remove", "1", "--at", "2026-06-03 09:00", *common]) == 0
+    assert "placement #1: removed at 2026-06-03 09:00" in capsys.readouterr().out
+    with CaseFile(db) as store:
+        placement = store.placements(1)[0]
+        assert placement.removed_ns == 1780495200 * 10**9  # 14:00 UTC (CDT, UTC-5)
+        entry = store.audit()[-1]
+        assert (entry.action, entry.entity, entry.entity_id) == ("remove device",
+                                                                 "placements", 1)
+    assert main(["case", "remove", "1", "--at", "2026-06-04 09:00", *common]) == 1
+    assert "placement 1 (glencoe-0001) already ended at 2026-06-03 09:00" in \
+        capsys.readouterr().err
+    assert main(["case", "addresses", "--db", str(db)]) == 0
+    assert "glencoe-0001 (placement #1, removed)" in capsys.readouterr().out

@@ -24,10 +24,12 @@ from analyzer.cases.links import (
     VERIFIED,
     LinkCheck,
     candidate_windows,
+    link_covering_windows,
     verify_link,
 )
 from analyzer.cases.localtime import CITY_ZONE, TimeInputError, format_time, parse_local_time
 from analyzer.cases.records import (
+    CONDITIONS_TO_ATTEST,
     CONTACT_OUTCOMES,
     DISPOSITIONS,
     EXCEPTION_KINDS,
@@ -51,6 +53,7 @@ __all__ = [
     "ACCOUNT_ROLES",
     "ADMINISTRATOR",
     "CITY_ZONE",
+    "CONDITIONS_TO_ATTEST",
     "CONTACT_OUTCOMES",
     "DISPOSITIONS",
     "EXCEPTION_KINDS",
@@ -83,6 +86,7 @@ __all__ = [
     "accounts",
     "add_account",
     "candidate_windows",
+    "link_covering_windows",
     "check_role",
     "check_username",
     "disable_account",

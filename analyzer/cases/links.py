@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analyzer.cases.records import Complaint, EvidenceLink, Placement
 from analyzer.errors import AnalyzerError
 from analyzer.store import InfluxClient, StoredWindow, load_windows, recompute
+
+if TYPE_CHECKING:
+    from analyzer.cases.store import CaseStore
 
 NS = 1_000_000_000
 # An intermittent stretch may begin well before the complaint (subd. 5: "continues for more
@@ -67,6 +70,25 @@ def candidate_windows(client: InfluxClient, complaint: Complaint,
                     and end_ns <= placed_end):
                 found.append(stored)
     return sorted(found, key=lambda s: (s.window.start_ns, s.window.rule, s.window.device_id))
+
+
+def link_covering_windows(store: CaseStore, client: InfluxClient, complaint_id: int,
+                          officer: str) -> tuple[list[EvidenceLink], int]:
+    """Link every stored window that covers the complaint's span (:func:`candidate_windows`)
+    and is not linked yet, each with its audit entry (``barkwatch case link`` and the review
+    app's "Link findings"); returns the links added and how many the complaint has now."""
+    complaint = store.complaint(complaint_id)
+    known = {link.digest for link in store.links(complaint.id)}
+    added: list[int] = []
+    for stored in candidate_windows(client, complaint, store.placements(complaint.address_id)):
+        w = stored.window
+        if w.digest in known:
+            continue
+        added.append(store.add_link(complaint.id, w.device_id, w.rule, w.start_ns,
+                                    int(stored.fields["end_ns"]), w.digest, officer))
+        known.add(w.digest)
+    links = store.links(complaint.id)
+    return [link for link in links if link.id in added], len(links)
 
 
 def verify_link(client: InfluxClient, link: EvidenceLink) -> LinkCheck:

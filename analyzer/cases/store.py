@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from analyzer.cases.localtime import format_time
 from analyzer.cases.records import (
     CONDITIONS_TO_ATTEST,
     CONTACT_OUTCOMES,
@@ -244,6 +245,28 @@ class CaseStore:
         return self._insert("placements", {
             "address_id": address_id, "device_id": device_id, "placed_ns": placed_ns,
             "removed_ns": removed_ns, "site_record": site_record}, officer, "place device")
+
+    def remove_device(self, placement_id: int, removed_ns: int, officer: str) -> None:
+        """Record that the device of placement ``placement_id`` stopped measuring at its
+        address at ``removed_ns`` (once: a placement already ended is refused)."""
+        row = self.db.execute("SELECT device_id, placed_ns, removed_ns FROM placements "
+                              "WHERE id = ?", (placement_id,)).fetchone()
+        if row is None:
+            raise CaseError(f"no placement {placement_id}")
+        device_id, placed_ns, already = row
+        if already is not None:
+            raise CaseError(f"placement {placement_id} ({device_id}) already ended at "
+                            f"{format_time(already)}")
+        if removed_ns <= placed_ns:
+            raise CaseError(f"the removal time is not after the placement time "
+                            f"({format_time(placed_ns)})")
+        removed_ns = self._record_time(removed_ns, "the removal time")
+        actor = _text(officer, "officer")
+        with self._transaction():
+            self.db.execute("UPDATE placements SET removed_ns = ? WHERE id = ? AND "
+                            "removed_ns IS NULL", (removed_ns, placement_id))
+            self._audit(actor, "remove device", "placements", placement_id,
+                        {"device_id": device_id, "removed_ns": removed_ns})
 
     def placements(self, address_id: int) -> list[Placement]:
         """Devices placed at the address, in order of placement."""

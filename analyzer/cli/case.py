@@ -24,8 +24,8 @@ from analyzer.cases import (
     CaseFile,
     CaseStore,
     CaseView,
-    candidate_windows,
     format_time,
+    link_covering_windows,
     parse_local_time,
     read_case,
 )
@@ -98,7 +98,14 @@ def add_case_parser(subparsers: Any) -> argparse.ArgumentParser:
                        help="when it was removed (default: still there)")
     place.add_argument("--site", metavar="FILE", help="its installation record (kept as text)")
 
-    opened = _action(actions, "open", "open a complaint", complaint=False)
+    remove = _action(actions, "remove", "record that a placed device was removed (it no "
+                     "longer measures at the address)", complaint=False)
+    remove.add_argument("placement", type=int, metavar="PLACEMENT",
+                        help="placement number (barkwatch case addresses lists them)")
+    remove.add_argument("--at", type=local_time, metavar="T", help="when (default now)")
+
+    opened = _action(actions, "open", "open a complaint (or record an earlier one: its "
+                     "received time in the past)", complaint=False)
     opened.add_argument("--address", type=int, required=True, help="address number")
     opened.add_argument("--complainant", required=True, help="complainant's name")
     opened.add_argument("--contact", required=True, help="complainant's phone or e-mail")
@@ -271,7 +278,10 @@ def _run(args: argparse.Namespace, store: CaseStore) -> int:
         print(f"address #{number}: {args.premises}")
     elif action == "addresses":
         for a in store.addresses():
-            devices = ", ".join(p.device_id for p in store.placements(a.id)) or "no device"
+            devices = ", ".join(
+                f"{p.device_id} (placement #{p.id}"
+                f"{', removed' if p.removed_ns is not None else ''})"
+                for p in store.placements(a.id)) or "no device"
             print(f"#{a.id}  {a.premises}  owner {a.owner_name or 'unknown'}  {devices}")
     elif action == "place":
         record = ""
@@ -284,6 +294,9 @@ def _run(args: argparse.Namespace, store: CaseStore) -> int:
         number = store.place_device(args.address, args.device, args.placed, args.officer,
                                     args.removed, record)
         print(f"placement #{number}: {args.device} at address #{args.address}")
+    elif action == "remove":
+        store.remove_device(args.placement, at, args.officer)
+        print(f"placement #{args.placement}: removed at {format_time(at)}")
     elif action == "open":
         number = store.open_complaint(args.address, args.complainant, args.contact,
                                       args.received, args.span_start, args.span_end,
@@ -319,22 +332,12 @@ def _run(args: argparse.Namespace, store: CaseStore) -> int:
 
 
 def _link(args: argparse.Namespace, store: CaseStore) -> int:
-    complaint = store.complaint(args.complaint)
-    known = {link.digest for link in store.links(complaint.id)}
-    found = candidate_windows(influx_client(args), complaint,
-                              store.placements(complaint.address_id))
-    added = 0
-    for stored in found:
-        w = stored.window
-        if w.digest in known:
-            continue
-        store.add_link(complaint.id, w.device_id, w.rule, w.start_ns,
-                       int(stored.fields["end_ns"]), w.digest, args.officer)
-        known.add(w.digest)
-        added += 1
-        print(f"linked {w.rule} {w.device_id} {format_time(w.start_ns)} to "
-              f"{format_time(int(stored.fields['end_ns']))} digest {w.digest}")
-    print(f"complaint #{complaint.id}: {added} window(s) linked, {len(known)} in all")
+    added, total = link_covering_windows(store, influx_client(args), args.complaint,
+                                         args.officer)
+    for link in added:
+        print(f"linked {link.rule} {link.device_id} {format_time(link.start_ns)} to "
+              f"{format_time(link.end_ns)} digest {link.digest}")
+    print(f"complaint #{args.complaint}: {len(added)} window(s) linked, {total} in all")
     return 0
 
 
