@@ -144,6 +144,30 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE officer_accounts ADD COLUMN role TEXT NOT NULL DEFAULT 'officer'
         CHECK (role IN ('officer', 'administrator'));
     """,
+    # 6: the officer's verdict on each event of a linked finding (issue 35): confirmed, or
+    # rejected with a reason. An event is named by its onset and label (the dog_event point's
+    # time and tag on the link's device). A verdict is never changed: a later one on the same
+    # event supersedes it and names it in ``supersedes`` (at most once, so the history is one
+    # line), and both stay.
+    """
+    CREATE TABLE event_verdicts (
+        id INTEGER PRIMARY KEY,
+        link_id INTEGER NOT NULL REFERENCES evidence_links(id),
+        complaint_id INTEGER NOT NULL REFERENCES complaints(id),
+        onset_ns INTEGER NOT NULL,
+        offset_ns INTEGER NOT NULL CHECK (offset_ns >= onset_ns),
+        label TEXT NOT NULL CHECK (length(trim(label)) > 0),
+        verdict TEXT NOT NULL CHECK (verdict IN ('confirmed', 'rejected')),
+        reason TEXT NOT NULL DEFAULT '',
+        officer TEXT NOT NULL CHECK (length(trim(officer)) > 0),
+        at_ns INTEGER NOT NULL,
+        supersedes INTEGER REFERENCES event_verdicts(id),
+        CHECK (verdict = 'confirmed' OR length(trim(reason)) > 0)
+    );
+    CREATE INDEX event_verdicts_by_event ON event_verdicts (link_id, onset_ns, label, id);
+    CREATE UNIQUE INDEX event_verdicts_superseded_once ON event_verdicts (supersedes)
+        WHERE supersedes IS NOT NULL;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
