@@ -213,8 +213,13 @@ class CaseStore:
     def add_address(self, premises: str, officer: str, owner_name: str = "",
                     owner_contact: str = "") -> int:
         """A premises (street address); ``owner_*`` the dog's owner or custodian if known."""
+        premises = _text(premises, "premises")
+        known = self.db.execute("SELECT id FROM addresses WHERE premises = ?",
+                                (premises,)).fetchone()
+        if known is not None:
+            raise CaseError(f"address #{known[0]} is {premises!r} already")
         return self._insert("addresses", {
-            "premises": _text(premises, "premises"),
+            "premises": premises,
             "owner_name": _text(owner_name, "owner name", required=False),
             "owner_contact": _text(owner_contact, "owner contact", required=False),
             "created_ns": self.file.clock()},

@@ -29,10 +29,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from analyzer.cases import ADMINISTRATOR, OFFICER, CaseError, account_by_id
 from analyzer.errors import AnalyzerError, InfluxUnavailable
-from analyzer.review import administration, pages, recording, signin
+from analyzer.review import administration, pages, recording, signin, workflow
 from analyzer.review.context import HERE, Review, client_address
-from analyzer.review.limits import QueriesBusy
-from analyzer.review.refusals import LateResponse
 from analyzer.review.sessions import CSRF_FIELD, OfficerSession, csrf_matches, still_valid
 from analyzer.review.settings import ReviewSettings, session_key
 
@@ -79,7 +77,7 @@ async def _signed_in(request: Request) -> OfficerSession | None:
 ROLE_REFUSALS = {
     OFFICER: "Only an officer's account records evidence; an administrator's account "
              "manages accounts and views cases.",
-    ADMINISTRATOR: "Only an administrator's account manages accounts.",
+    ADMINISTRATOR: "Only an administrator's account manages accounts and addresses.",
 }
 
 
@@ -95,14 +93,8 @@ def _refused_role(review: Review, request: Request, session: OfficerSession,
 
 def _with_page_place(handler: PageHandler, review: Review, request: Request,
                      session: OfficerSession) -> Response:
-    """``handler`` holding a place of the page-query gate ([limits] page_queries_*): 503,
-    sent late, past it (issue 33: only the plot data was bounded)."""
-    try:
-        with review.page_queries.place(session.officer):
-            return handler(review, request, session)
-    except QueriesBusy as exc:
-        return LateResponse(review.error(request, 503, f"Not answered now: {exc}."),
-                            review.settings.limits.busy_answer_delay_s)
+    """``handler`` holding a place of the page-query gate."""
+    return review.gated(request, session, lambda: handler(review, request, session))
 
 
 def page(handler: PageHandler, role: str | None = None,
@@ -306,6 +298,16 @@ def create_app(settings: ReviewSettings, clock: Callable[[], int] = time.time_ns
         Route("/addresses/{address:id}/devices", page(pages.devices_page, queries=True)),
         Route("/cases/{complaint:id}/record/{kind:str}", form(recording.record, role=OFFICER),
               methods=["POST"]),
+        Route("/cases/new", page(workflow.new_complaint_page, role=OFFICER)),
+        Route("/cases/new", form(workflow.open_complaint, role=OFFICER), methods=["POST"]),
+        Route("/cases/{complaint:id}/link", form(workflow.link_evidence, role=OFFICER),
+              methods=["POST"]),
+        Route("/addresses", page(workflow.addresses_page)),
+        Route("/addresses", form(workflow.add_address, role=ADMINISTRATOR), methods=["POST"]),
+        Route("/addresses/{address:id}/place", form(workflow.place_device, role=OFFICER),
+              methods=["POST"]),
+        Route("/addresses/{address:id}/placements/{placement:id}/remove",
+              form(workflow.remove_device, role=OFFICER), methods=["POST"]),
         Route("/accounts", page(administration.accounts_page, role=ADMINISTRATOR)),
         Route("/accounts/{account:id}/{action:str}",
               form(administration.account_action, role=ADMINISTRATOR), methods=["POST"]),

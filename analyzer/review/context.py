@@ -17,8 +17,9 @@ from analyzer.cases import CaseFile, format_time, shown_safely
 from analyzer.review.limits import QueryGate
 from analyzer.review.queries import DailyFrames
 from analyzer.review.ratelimit import LoginLimiter
+from analyzer.review.refusals import LateResponse
 from analyzer.review.renders import Renders
-from analyzer.review.sessions import CSRF_FIELD, SessionRegistry, csrf_token
+from analyzer.review.sessions import CSRF_FIELD, OfficerSession, SessionRegistry, csrf_token
 from analyzer.review.settings import ReviewSettings
 from analyzer.review.verification import LinkVerifier
 from analyzer.store import InfluxClient
@@ -65,7 +66,8 @@ class Review:
         signed_in = getattr(request.state, "officer", None)
         values = {"officer": signed_in, "csrf_field": CSRF_FIELD,
                   "csrf": csrf_token(request.session),
-                  "flash": request.session.pop("flash", None), **context}
+                  "flash": request.session.pop("flash", None),
+                  "refused": {"kind": "", "message": "", "typed": {}}, **context}
         return self.templates.TemplateResponse(request, name, values, status_code=status_code,
                                                headers={"Cache-Control": "no-store"})
 
@@ -73,6 +75,18 @@ class Review:
         """An error page that says what was wrong."""
         return self.render(request, "error.html", {"status": status_code, "message": message},
                            status_code)
+
+    def busy(self, request: Request, refusal: Exception) -> Response:
+        """503 saying why, sent ``[limits] busy_answer_delay_s`` late (:mod:`refusals`)."""
+        return LateResponse(self.error(request, 503, f"Not answered now: {refusal}."),
+                            self.settings.limits.busy_answer_delay_s)
+
+    def gated(self, request: Request, session: OfficerSession,
+              call: Callable[[], Response]) -> Response:
+        """``call()`` holding a place of the page-query gate ([limits] page_queries_*); a
+        late 503 past it (issue 33: only the plot data was bounded)."""
+        return self.page_queries.answer(session.officer, call,
+                                        lambda refusal: self.busy(request, refusal))
 
 
 def ago(seconds: float) -> str:

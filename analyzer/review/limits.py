@@ -10,12 +10,15 @@ the query bounds (counts, no I/O): one for plot data, one for the pages that que
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from analyzer.errors import AnalyzerError
 from sensor.configfile import setting
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,19 @@ class QueryGate:
                 self._by_officer[officer] = left
             else:
                 self._by_officer.pop(officer, None)
+
+    def answer(self, officer: str, call: Callable[[], R],
+               busy: Callable[[QueriesBusy], R]) -> R:
+        """``call()`` holding a place for ``officer``; ``busy(refusal)`` when none is free
+        (each page says "too busy" its own way: a late 503, or a message and a redirect)."""
+        try:
+            self.acquire(officer)
+        except QueriesBusy as exc:
+            return busy(exc)
+        try:
+            return call()
+        finally:
+            self.release(officer)
 
     @contextmanager
     def place(self, officer: str) -> Iterator[None]:

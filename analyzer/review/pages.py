@@ -20,10 +20,11 @@ from analyzer.cases import (
     candidate_windows,
     read_case,
 )
+from analyzer.cases.checklist import CONDITION_TEXT
+from analyzer.cases.records import CONDITIONS_TO_ATTEST
 from analyzer.cases.store import MAX_NOTE_CHARS
 from analyzer.errors import AnalyzerError
 from analyzer.review.context import Review
-from analyzer.review.limits import QueriesBusy
 from analyzer.review.queries import (
     QueryInputError,
     RollupMissing,
@@ -43,6 +44,7 @@ IDENTITY_VIEWED = "view complainant identity"
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 MAX_PLOT_SPAN_NS = 31 * 86400 * NS
 MIN_PLOT_SPAN_NS = 10 * NS
+ATTESTED = [(number, CONDITION_TEXT[number]) for number in CONDITIONS_TO_ATTEST]
 
 
 def _audit_identity(store: CaseStore, session: OfficerSession, request: Request,
@@ -101,9 +103,8 @@ def case_page(review: Review, request: Request, session: OfficerSession,
     return review.render(request, "case.html", {
         "view": view, "checked": checked, "contact_outcomes": CONTACT_OUTCOMES,
         "exception_kinds": EXCEPTION_KINDS, "dispositions": DISPOSITIONS,
-        "max_note_chars": MAX_NOTE_CHARS, "refused": refused_form or {"kind": "",
-                                                                     "typed": {}}},
-        status_code)
+        "max_note_chars": MAX_NOTE_CHARS, "conditions": ATTESTED,
+        **({"refused": refused_form} if refused_form else {})}, status_code)
 
 
 def report_html(review: Review, request: Request, session: OfficerSession) -> Response:
@@ -208,11 +209,8 @@ def finding_data(review: Review, request: Request, session: OfficerSession) -> R
     ``[limits]`` queries_per_officer / queries_in_all at a time (503 at once past them, before
     the case file is opened)."""
     try:
-        with review.plot_queries.place(session.officer):
-            return _finding_data(review, request)
-    except QueriesBusy as exc:
-        return LateResponse(review.error(request, 503, f"Not answered now: {exc}."),
-                            review.settings.limits.busy_answer_delay_s)
+        return review.plot_queries.answer(session.officer, lambda: _finding_data(review, request),
+                                          lambda refusal: review.busy(request, refusal))
     except RollupMissing as exc:
         return review.error(request, 503, f"Not answered: {exc}.")
 
@@ -233,8 +231,13 @@ def _finding_data(review: Review, request: Request) -> Response:
     return JSONResponse(data.as_json(), headers={"Cache-Control": "no-store"})
 
 
-def devices_page(review: Review, request: Request, session: OfficerSession) -> Response:
-    """The devices placed at an address: online, last frame, calibration, coverage."""
+def devices_page(review: Review, request: Request, session: OfficerSession,
+                 refused_form: dict[str, Any] | None = None, status_code: int = 200
+                 ) -> Response:
+    """The devices placed at an address: online, last frame, calibration, coverage; the
+    forms that place a device and remove one (``refused_form``: one shown again)."""
+    from analyzer.acoustics.site import GROUND_FACTORS
+
     address_id = int(request.path_params["address"])
     now = review.clock()
     with review.case_file() as store:
@@ -245,5 +248,6 @@ def devices_page(review: Review, request: Request, session: OfficerSession) -> R
         until = min(p.removed_ns, now) if p.removed_ns is not None else now
         states.append((p, device_state(review.client, p.device_id, p.placed_ns, until,
                                        review.day_frames)))
-    return review.render(request, "devices.html", {"address": address, "states": states,
-                                                   "now_ns": now})
+    return review.render(request, "devices.html", {
+        "address": address, "states": states, "now_ns": now, "grounds": tuple(GROUND_FACTORS),
+        **({"refused": refused_form} if refused_form else {})}, status_code)
