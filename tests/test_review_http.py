@@ -129,7 +129,7 @@ def test_signing_in_redirects_to_the_page_asked_for(server: Server) -> None:
 
 def test_a_next_address_on_another_site_is_ignored(server: Server) -> None:
     status, location, _ = Browser(server.base).sign_in(next_path="//evil.example/cases")
-    assert (status, location) == (303, "/cases")
+    assert (status, location) == (303, "/overview")
 
 
 def test_an_account_is_delayed_after_its_failures_from_an_address_even_with_the_right_password(

@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from analyzer.cases import ADMINISTRATOR, OFFICER, CaseError, account_by_id
 from analyzer.errors import AnalyzerError, InfluxUnavailable
-from analyzer.review import administration, pages, recording, signin, workflow
+from analyzer.review import administration, overview, pages, recording, signin, workflow
 from analyzer.review.context import HERE, Review, client_address
 from analyzer.review.sessions import CSRF_FIELD, OfficerSession, csrf_matches, still_valid
 from analyzer.review.settings import ReviewSettings, session_key
@@ -284,7 +284,8 @@ async def _analyzer_error(request: Request, exc: Exception) -> Response:
 def create_app(settings: ReviewSettings, clock: Callable[[], int] = time.time_ns) -> Starlette:
     """The ASGI application (``uvicorn`` serves it: :func:`analyzer.review.server.serve`)."""
     routes = [
-        Route("/", lambda request: RedirectResponse("/cases", status_code=303)),
+        Route("/", lambda request: RedirectResponse("/overview", status_code=303)),
+        Route("/overview", page(overview.overview_page, queries=True)),
         Route("/signin", signin.sign_in_page, methods=["GET"]),
         Route("/signin", form(signin.sign_in, signed_in=False), methods=["POST"]),
         Route("/signout", form(signin.sign_out), methods=["POST"]),

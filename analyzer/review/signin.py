@@ -26,7 +26,7 @@ def _next_path(value: object) -> str:
     text = str(value or "")
     if text.startswith("/") and not text.startswith("//") and "\\" not in text:
         return text
-    return "/cases"
+    return "/overview"
 
 
 def sign_in_page(request: Request) -> Response:
