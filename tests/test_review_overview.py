@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import json
 import re
 
 from influxdb_client import Point, WritePrecision
@@ -131,3 +132,32 @@ def test_the_search_finds_cases_and_audits_the_complainants_it_shows(server: Ser
     assert "0 case(s) match" in body
     with CaseFile(server.case.db) as store:
         assert store.audit()[-1].detail.find("nothing like it") < 0  # no result, no view
+
+
+def test_the_field_check_shows_the_device_live_as_the_page_does(server: Server) -> None:
+    browser = Browser(server.base)
+    browser.sign_in()
+    saved = server.clock.now
+    try:
+        server.clock.now = T0 + (LAST_FRAME_S + 30) * NS  # frames 6470-6499 in the last 60 s
+        status, _, body = browser.request(f"/addresses/{server.case.address}/placements/1/live")
+        assert status == 200
+        live = json.loads(body)
+        assert (live["condition"], live["frames_last_minute"], live["laeq_now"]) == (
+            "up", "30 of 60", "42.0 dB(A)")
+        assert live["calibration"] == "2026-05-20; full scale 120.0 dB SPL"
+        assert (live["clock"], live["outbox"]) == ("synchronised", "0 frame(s) waiting")
+        assert live["coverage"] == "7.0 % of 25.8 h measured"  # 6,500 s of a day and 6,529 s
+        assert live["last_frame"].startswith("2026-06-01 21:48:19") and "30 s ago" in \
+            live["last_frame"]
+        _, _, page = browser.request(f"/addresses/{server.case.address}/devices")
+        section = re.search(r'<section class="field-check".*?</section>', page, re.S)
+        assert section and 'data-live-url="/addresses/' in section.group(0)
+        for field in ("frames_last_minute", "laeq_now", "calibration", "clock", "outbox",
+                      "coverage"):
+            assert f'data-field="{field}">{html.escape(live[field])}<' in section.group(0)
+        assert '<script src="/static/devices.js">' in page
+        status, _, body = browser.request(f"/addresses/{server.case.address}/placements/99/live")
+        assert status == 404 and "has no placement 99" in body
+    finally:
+        server.clock.now = saved

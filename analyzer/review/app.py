@@ -29,7 +29,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from analyzer.cases import ADMINISTRATOR, OFFICER, CaseError, account_by_id
 from analyzer.errors import AnalyzerError, InfluxUnavailable
-from analyzer.review import administration, overview, pages, recording, signin, workflow
+from analyzer.review import (
+    administration,
+    fieldcheck,
+    overview,
+    pages,
+    recording,
+    signin,
+    workflow,
+)
 from analyzer.review.context import HERE, Review, client_address
 from analyzer.review.sessions import CSRF_FIELD, OfficerSession, csrf_matches, still_valid
 from analyzer.review.settings import ReviewSettings, session_key
@@ -310,6 +318,8 @@ def create_app(settings: ReviewSettings, clock: Callable[[], int] = time.time_ns
         Route("/addresses/{address:id}/placements/{placement:id}/remove",
               form(workflow.remove_device, role=OFFICER), methods=["POST"]),
         Route("/accounts", page(administration.accounts_page, role=ADMINISTRATOR)),
+        Route("/addresses/{address:id}/placements/{placement:id}/live",
+              page(fieldcheck.live_data, queries=True)),
         Route("/accounts/{account:id}/{action:str}",
               form(administration.account_action, role=ADMINISTRATOR), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

@@ -30,6 +30,7 @@ from analyzer.review.queries import (
     RollupMissing,
     device_clause,
     device_state,
+    frames_since,
     plot_data,
 )
 from analyzer.review.refusals import LateResponse
@@ -242,12 +243,15 @@ def devices_page(review: Review, request: Request, session: OfficerSession,
     now = review.clock()
     with review.case_file() as store:
         address = store.address(address_id)
+    from analyzer.review.fieldcheck import RECENT_S, live_fields
         placements = store.placements(address_id)
     states = []
     for p in placements:
         until = min(p.removed_ns, now) if p.removed_ns is not None else now
-        states.append((p, device_state(review.client, p.device_id, p.placed_ns, until,
-                                       review.day_frames)))
+        state = device_state(review.client, p.device_id, p.placed_ns, until, review.day_frames)
+        live = None if p.removed_ns is not None and p.removed_ns <= now else live_fields(
+            state, p, frames_since(review.client, p.device_id, now - RECENT_S * NS, now), now)
+        states.append((p, state, live))
     return review.render(request, "devices.html", {
         "address": address, "states": states, "now_ns": now, "grounds": tuple(GROUND_FACTORS),
         **({"refused": refused_form} if refused_form else {})}, status_code)

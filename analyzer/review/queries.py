@@ -151,6 +151,7 @@ class DeviceState:
     calibration_date: str
     full_scale_db: float | None
     last_heartbeat: dict[str, Any] = field(default_factory=dict)
+    last_laeq_db: float | None = None  # the last stored second's LAeq
     coverage: list[tuple[int, float]] = field(default_factory=list)  # (Chicago day, 0..1)
     covered_s: int = 0
     span_s: int = 0
@@ -245,4 +246,13 @@ def device_state(client: InfluxClient, device_id: str, placed_ns: int, until_ns:
         last_frame_ns=int(last[0][0]) if last else None,
         calibration_date=str(last[0][2] or "") if last else "",
         full_scale_db=_round(last[0][3]) if last and last[0][3] is not None else None,
-        last_heartbeat=heartbeat, coverage=days, covered_s=covered, span_s=int(span_s))
+        last_heartbeat=heartbeat, coverage=days, covered_s=covered, span_s=int(span_s),
+        last_laeq_db=_round(last[0][1], 1) if last else None)
+
+
+def frames_since(client: InfluxClient, device_id: str, start_ns: int, end_ns: int) -> int:
+    """Frames (level points) the device stored in (start, end]."""
+    rows = _values(client.query(f"SELECT count(laeq_db) FROM level WHERE "
+                                f"{device_clause(device_id)} AND time > {start_ns} AND "
+                                f"time <= {end_ns}"))
+    return int(rows[0][1]) if rows else 0

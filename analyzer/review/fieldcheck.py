@@ -1,0 +1,73 @@
+"""The field check (issue 35): at installation the officer opens the device's page on a phone
+and watches it live — frames arriving, the level now, the calibration just done, the clock,
+the outbox backlog and the coverage since installation — so they leave knowing it works. The
+devices page polls this JSON every few seconds (static/devices.js); each poll takes a place of
+the page gate, as the page does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from analyzer.cases import Placement, format_time
+from analyzer.review.context import Review, ago, percent
+from analyzer.review.overview import condition
+from analyzer.review.queries import DeviceState, device_state, frames_since
+from analyzer.review.sessions import OfficerSession
+
+NS = 1_000_000_000
+RECENT_S = 60  # "frames arriving": how many of the last minute's 60 are stored
+
+
+def live_fields(state: DeviceState, placement: Placement, frames_last_minute: int,
+                now_ns: int) -> dict[str, Any]:
+    """What the field check shows, as text ready to put on the page (the page and the poll
+    show the same words)."""
+    beat = state.last_heartbeat
+    clock = ("no heartbeat yet" if beat.get("clock_synchronised") is None else
+             "synchronised" if beat["clock_synchronised"] else "NOT synchronised")
+    calibration = state.calibration_date or "no calibration date"
+    if state.full_scale_db is not None:
+        calibration += f"; full scale {state.full_scale_db} dB SPL"
+    coverage = (f"{percent(state.coverage_fraction)} of {state.span_s / 3600:.1f} h measured"
+                if state.coverage_fraction is not None else "placed just now")
+    return {
+        "device_id": placement.device_id,
+        "condition": condition(state, now_ns),
+        "last_frame": (f"{format_time(state.last_frame_ns)} "
+                       f"({ago((now_ns - state.last_frame_ns) / NS)} ago)"
+                       if state.last_frame_ns else "none stored yet"),
+        "frames_last_minute": f"{frames_last_minute} of {RECENT_S}",
+        "laeq_now": (f"{state.last_laeq_db:.1f} dB(A)" if state.last_laeq_db is not None
+                     else "no level yet"),
+        "calibration": calibration,
+        "clock": clock,
+        "outbox": (f"{beat['outbox_backlog']} frame(s) waiting"
+                   if beat.get("outbox_backlog") is not None else "no heartbeat yet"),
+        "coverage": coverage,
+        "checked": format_time(now_ns),
+    }
+
+
+def field_check(review: Review, placement: Placement, now_ns: int) -> dict[str, Any]:
+    """The live fields of one placement, read from InfluxDB now."""
+    until = min(placement.removed_ns, now_ns) if placement.removed_ns is not None else now_ns
+    state = device_state(review.client, placement.device_id, placement.placed_ns, until,
+                         review.day_frames)
+    recent = frames_since(review.client, placement.device_id, now_ns - RECENT_S * NS, now_ns)
+    return live_fields(state, placement, recent, now_ns)
+
+
+def live_data(review: Review, request: Request, session: OfficerSession) -> Response:
+    """GET .../placements/P/live: the field check's fields as JSON."""
+    address_id = int(request.path_params["address"])
+    placement_id = int(request.path_params["placement"])
+    with review.case_file() as store:
+        placements = {p.id: p for p in store.placements(address_id)}
+    if placement_id not in placements:
+        return JSONResponse({"error": f"address {address_id} has no placement "
+                             f"{placement_id}"}, status_code=404)
+    return JSONResponse(field_check(review, placements[placement_id], review.clock()),
+                        headers={"Cache-Control": "no-store"})
