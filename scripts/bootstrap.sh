@@ -14,12 +14,13 @@ case "$extra" in
   # pango and a font: WeasyPrint's PDF of the evidence report (barkwatch report).
   analyzer) packages=(mosquitto influxdb libportaudio2 libsndfile1 python3-venv
                       libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core) ;;
-  # poppler-utils (pdftotext, pdfimages) and chromium: tests read the report's PDF and
-  # render its HTML headless (tests/test_report.py); chromium-driver: Selenium drives it
-  # through the review application (tests/test_review_browser.py).
+  # poppler-utils (pdftotext, pdfimages, pdfinfo) and chromium: tests read the report's PDF
+  # and render its HTML headless (tests/test_report.py, test_report_print.py); chromium-driver:
+  # Selenium drives it through the review application (tests/test_review_browser.py); nodejs
+  # runs the review plot's tick functions (tests/test_report_print.py).
   dev)      packages=(mosquitto influxdb libportaudio2 libsndfile1 python3-venv
                       libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core poppler-utils
-                      chromium chromium-driver) ;;
+                      chromium chromium-driver nodejs) ;;
   *) echo "usage: $0 [dev|analyzer|sensor]" >&2; exit 2 ;;
 esac
 

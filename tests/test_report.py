@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 
 import matplotlib.image
@@ -128,10 +129,13 @@ def test_the_pdf_states_each_findings_span_and_digest_and_holds_every_plot(
                              check=True, timeout=60).stdout.splitlines()[2:]
     images = [row for row in listing if row.split()[2] == "image"]  # not their alpha masks
     assert len(images) == len(PLOT_TITLES) * len(links)
-    for title in PLOT_TITLES:
-        assert text.count(title) >= len(links)  # each plot's caption
+    for number in range(1, len(links) + 1):  # each plot's caption, saying what to read
+        for letter in "abcd"[:len(PLOT_TITLES)]:
+            assert f"Figure 3.{number}{letter}. Read: " in text
     html = (tmp_path / f"complaint-{scene.complaint}.html").read_text()
     assert html.count("src='data:image/png;base64,") == len(PLOT_TITLES) * len(links)
+    for title in PLOT_TITLES:
+        assert html.count(f"<img alt='{escape(title)}'") == len(links)
     assert "src='http" not in html and "<script" not in html  # one self-contained file
     assert (pdf.stat().st_mode & 0o777) == 0o600
 

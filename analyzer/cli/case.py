@@ -204,6 +204,10 @@ def add_report_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the files")
     parser.add_argument("--redact", action="store_true",
                         help="withhold the complainant's identity (for anyone outside the case)")
+    # analyzer.reports.paper.PAPER_SIZES, written out: importing it loads matplotlib.
+    parser.add_argument("--paper", choices=("letter", "a4"), default="letter",
+                        help="paper size of the PDF (default letter: US Letter; the review "
+                             "application's is [report] paper)")
     add_db_option(parser)
     add_influx_options(parser)
 
@@ -213,7 +217,7 @@ def run_export(args: argparse.Namespace, store: CaseStore) -> int:
     from analyzer.reports import gather, write_report  # matplotlib: only when reporting
 
     data = gather(store, args.complaint, influx_client(args), redacted=args.redact)
-    html_path, pdf_path = write_report(data, args.out)
+    html_path, pdf_path = write_report(data, args.out, args.paper)
     failing = [w for w in data.windows if not w.check.verified]
     print(f"HTML: {html_path}")
     print(f"PDF:  {pdf_path}")

@@ -3,6 +3,7 @@ linked window, the stored events, per-second levels and calibration dates around
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,9 @@ from sensor.wire import DEVICE_ID_PATTERN
 
 NS = 1_000_000_000
 PAD_NS = 120 * NS  # the plots show two minutes either side of the finding's span
+# A calibration is recorded with its date (sensor [calibration] date, ISO 8601); a level stored
+# without one ("", or the demo's "demo") was measured on the uncalibrated default full scale.
+CALIBRATION_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 @dataclass(frozen=True)
@@ -27,6 +31,12 @@ class WindowEvidence:
     calibration_dates: list[str] = field(default_factory=list)
     full_scale_db: list[float] = field(default_factory=list)
     read_error: str = ""
+    uncalibrated_levels: int = 0  # seconds stored without a calibration date
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether every stored second around the window carries a calibration date."""
+        return bool(self.levels) and self.uncalibrated_levels == 0
 
     @property
     def fields(self) -> dict[str, Any]:
@@ -53,8 +63,8 @@ class ReportData:
     redacted: bool
 
 
-def _levels(client: InfluxClient, device_id: str, start_ns: int,
-            end_ns: int) -> tuple[list[tuple[int, float]], list[str], list[float]]:
+def _levels(client: InfluxClient, device_id: str, start_ns: int, end_ns: int
+            ) -> tuple[list[tuple[int, float]], list[str], list[float], int]:
     if not DEVICE_ID_PATTERN.match(device_id):
         raise ValueError(f"device id {device_id!r} is not valid")
     series = client.query(
@@ -64,7 +74,9 @@ def _levels(client: InfluxClient, device_id: str, start_ns: int,
     levels = [(int(t), float(laeq)) for t, laeq, _, _ in rows if laeq is not None]
     dates = sorted({str(d) for _, _, d, _ in rows if d})
     scales = sorted({float(f) for _, _, _, f in rows if f is not None})
-    return levels, dates, scales
+    undated = sum(1 for _, laeq, d, _ in rows
+                  if laeq is not None and not CALIBRATION_DATE.match(str(d or "")))
+    return levels, dates, scales, undated
 
 
 def window_evidence(client: InfluxClient, check: LinkCheck) -> WindowEvidence:
@@ -73,11 +85,11 @@ def window_evidence(client: InfluxClient, check: LinkCheck) -> WindowEvidence:
     try:
         events = load_events(client, link.device_id, link.start_ns - PAD_NS,
                              link.end_ns + PAD_NS)
-        levels, dates, scales = _levels(client, link.device_id, link.start_ns - PAD_NS,
-                                        link.end_ns + PAD_NS)
+        levels, dates, scales, undated = _levels(client, link.device_id,
+                                                 link.start_ns - PAD_NS, link.end_ns + PAD_NS)
     except Exception as exc:  # noqa: BLE001 - the report says what could not be read
         return WindowEvidence(check, read_error=f"{type(exc).__name__}: {exc}")
-    return WindowEvidence(check, events, levels, dates, scales)
+    return WindowEvidence(check, events, levels, dates, scales, uncalibrated_levels=undated)
 
 
 def gather(store: CaseStore, complaint_id: int, client: InfluxClient, redacted: bool = False,

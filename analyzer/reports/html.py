@@ -10,20 +10,28 @@ from typing import Any
 
 from analyzer.cases import VERIFIED, Complaint, format_time, shown_safely
 from analyzer.cases.checklist import CONDITION_TEXT
+from analyzer.ordinance import GENESIS_DIGEST
 from analyzer.reports import ordinance_text as text
-from analyzer.reports.gather import ReportData, WindowEvidence
+from analyzer.reports.gather import CALIBRATION_DATE, ReportData, WindowEvidence
+from analyzer.reports.paper import DEFAULT_PAPER, page_css
 from analyzer.reports.plots import window_plots
+from sensor.calibration import DEFAULT_FULL_SCALE_DB
 
 WITHHELD = "[withheld]"
 NS = 1_000_000_000
 LONGEST_UNBROKEN = 30  # characters of a run without spaces before a break is allowed
 _RUNS = re.compile(r"(\s+)")
+_DIGESTS = re.compile(r"\b([0-9a-f]{64})\b")  # SHA-256 digests in running text
 
 # Table cells break a word only when it is longer than the cell (break-word), and long runs
 # without spaces carry <wbr> (_e). With ``overflow-wrap: anywhere`` WeasyPrint's table layout
 # cost grows with the square of a cell's length (measured here, one cell of prose: 1,000
 # characters 1.8 s of CPU, 2,000 8.6 s; issue 33: 4,000 31 s); with break-word 0.07 s for
 # 2,000, 0.12 s for 4,000, 2.6 s for 100,000. Digests (.mono, 64 hex digits) break anywhere.
+# The checklist's and the digests' tables (.fixed) have set column widths, each wide enough
+# for the longest word it holds ("supported", "intermittent"), so WeasyPrint never narrows a
+# column until break-word splits a word (it did: "sho/wn/by/the/reco/rds", issue 35); on a
+# screen narrower than their min-width they scroll sideways (.wide) instead.
 CSS = """
 body { font-family: "DejaVu Sans", Arial, sans-serif; font-size: 10.5pt; color: #111;
        max-width: 60em; margin: 1.5em auto; padding: 0 1em; background: #fff; }
@@ -32,6 +40,11 @@ h1 { font-size: 18pt; margin-bottom: 0.2em; } h2 { font-size: 14pt; border-botto
 table { border-collapse: collapse; width: 100%; margin: 0.5em 0; }
 td, th { border: 1px solid #bbb; padding: 3px 6px; vertical-align: top; text-align: left;
          overflow-wrap: break-word; word-break: normal; }
+@media screen { .wide { overflow-x: auto; } } table.fixed { table-layout: fixed; min-width: 40em; }
+table.fixed td, table.fixed th { hyphens: manual; } .nb { white-space: nowrap; }
+.digests td { font-size: 9.5pt; } .digests tbody { break-inside: avoid; }
+.digests tr.digest td { border-top: none; }
+figcaption { font-size: 9.5pt; color: #333; }
 th { background: #eee; } .mono { font-family: "DejaVu Sans Mono", monospace; font-size: 8pt;
 word-break: break-all; } .ok { color: #176117; font-weight: bold; }
 .bad { color: #a00000; font-weight: bold; } .notice { border: 2px solid #a00000; padding:
@@ -58,12 +71,26 @@ def _e(value: object) -> str:
     return "".join(parts)
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Rows of already escaped HTML."""
+def _e_digests(value: object) -> str:
+    """:func:`_e`, with each 64-hex-digit digest in a .mono span (it may break anywhere there,
+    and only there)."""
+    parts = _DIGESTS.split(str(value))
+    return "".join(f"<span class='mono'>{escape(part)}</span>" if i % 2 else _e(part)
+                   for i, part in enumerate(parts))
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]],
+           widths: Sequence[int] = (), css_class: str = "") -> str:
+    """Rows of already escaped HTML. With ``widths`` (percent, one per column) the table's
+    columns are set (.fixed) and it scrolls sideways where the screen is narrower."""
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>"
                    for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    if not widths:
+        return f"<table><tr>{head}</tr>{body}</table>"
+    columns = "".join(f"<col style='width: {w}%'>" for w in widths)
+    return (f"<div class='wide'><table class='fixed {css_class}'><colgroup>{columns}"
+            f"</colgroup><tr>{head}</tr>{body}</table></div>")
 
 
 def _num(value: Any, unit: str = "", digits: int = 1) -> str:
@@ -132,6 +159,65 @@ def _verification(evidence: WindowEvidence) -> str:
             f"</span>: {_e(details)}")
 
 
+def _audibility_counts(f: dict[str, Any]) -> str:
+    """Every event of the span in one of three: plainly audible, judged not, not assessed."""
+    in_span, audible = int(f.get("events_in_span", 0)), int(f.get("audible_events", 0))
+    unknown = int(f.get("audibility_unknown_events", 0))
+    return (f"of the {in_span} events in the span, {audible} plainly audible, "
+            f"{in_span - audible - unknown} judged not plainly audible and {unknown} not "
+            "assessed")
+
+
+def _coverage(coverage: dict[str, Any]) -> str:
+    gaps = coverage.get("gaps_ns", [])
+    uncovered = coverage.get("uncovered_s")
+    if uncovered is not None and float(uncovered) == 0 and not gaps:
+        return "no coverage gaps: every second of the span was measured"
+    gap_text = "; ".join(f"{format_time(int(a))} to {format_time(int(b))}" for a, b in gaps)
+    return (f"{_num(uncovered, ' s')} of the span not measured"
+            + (f" ({len(gaps)} coverage gap(s): {gap_text})" if gap_text else ""))
+
+
+def _full_scale(evidence: WindowEvidence) -> str:
+    return ", ".join(f"{x:g}" for x in evidence.full_scale_db) + " dB SPL"
+
+
+def _uncalibrated_note(evidence: WindowEvidence) -> str:
+    """After a level: what it rests on when no calibration was recorded ("" when one was)."""
+    if evidence.calibrated or not evidence.full_scale_db:
+        return ""
+    default = evidence.full_scale_db == [DEFAULT_FULL_SCALE_DB]
+    return (f" (on the {'uncalibrated default ' if default else ''}full scale of "
+            f"{_full_scale(evidence)}, no calibration recorded: see Calibration)")
+
+
+def _calibration(evidence: WindowEvidence, levels: dict[str, Any]) -> str:
+    dates = list(evidence.calibration_dates)
+    if evidence.calibrated:
+        return (f"calibration date {', '.join(dates)}; full scale {_full_scale(evidence)} "
+                "(the level a signal at digital full scale reads, from that calibration)")
+    if not evidence.full_scale_db:
+        return "no level stored around the window: calibration not known"
+    not_dates = [d for d in dates if not CALIBRATION_DATE.match(d)]
+    stored = "; ".join(
+        ([f"calibrated on {', '.join(d for d in dates if d not in not_dates)}"]
+         if len(not_dates) < len(dates) else [])
+        + ([f"calibration date stored as {', '.join(map(repr, not_dates))}, not a date"]
+           if not_dates else [])) or "no calibration date stored"
+    seconds = (f" for {evidence.uncalibrated_levels} of the {len(evidence.levels)} seconds "
+               "read" if evidence.uncalibrated_levels < len(evidence.levels) else "")
+    default = evidence.full_scale_db == [DEFAULT_FULL_SCALE_DB]
+    what = ("the uncalibrated default a sensor assumes before its first calibration, not a "
+            "measurement of this microphone" if default else
+            "not shown by a dated calibration")
+    return (f"no calibration recorded{seconds} ({stored}): full scale "
+            f"{_full_scale(evidence)} is {what}, so every absolute level in this report rests "
+            f"on it: LAeq {_num(levels.get('laeq_db'), ' dB')} and LAFmax "
+            f"{_num(levels.get('lafmax_db'), ' dB')} at the sensor, the level 100 ft beyond "
+            f"the boundary (up to {_num(levels.get('level_at_100ft_db_max'), ' dB')}) and the "
+            "audibility margins that compare it with the threshold of hearing")
+
+
 def element_rows(evidence: WindowEvidence) -> list[tuple[str, str]]:
     """Each element of the violation and its evidence, as (label, escaped HTML) rows (the
     report's section 3 and the review application's finding page)."""
@@ -148,8 +234,7 @@ def element_rows(evidence: WindowEvidence) -> list[tuple[str, str]]:
     levels, audibility, coverage = f.get("levels", {}), f.get("audibility", {}), \
         f.get("coverage", {})
     labels = sorted({e.label for e in evidence.events})
-    gaps = coverage.get("gaps_ns", [])
-    gap_text = "; ".join(f"{format_time(int(a))} to {format_time(int(b))}" for a, b in gaps)
+    uncalibrated = _uncalibrated_note(evidence)
     sensitivity = ", ".join(
         f"gap {float(r['gap_s']):g} s: {'holds' if r['holds'] else 'does not hold'} "
         f"(longest {float(r['longest_s']):.0f} s)" for r in f.get("sensitivity", []))
@@ -166,23 +251,19 @@ def element_rows(evidence: WindowEvidence) -> list[tuple[str, str]]:
         ("Continuity", _e(f"longest gap between counted events {longest_gap:.1f} s; the "
                           f"rule's gap: under {gap:g} s")),
         ("Plainly audible at 100 ft",
-         _e(f"{f.get('audible_events')} plainly audible events, "
-            f"{f.get('audibility_unknown_events')} not assessed; level 100 ft beyond the "
+         _e(f"{_audibility_counts(f)}; level 100 ft beyond the "
             f"boundary up to {_num(levels.get('level_at_100ft_db_max'), ' dB')} (energy mean "
-            f"{_num(levels.get('level_at_100ft_db_mean'), ' dB')}); audibility margin "
+            f"{_num(levels.get('level_at_100ft_db_mean'), ' dB')}){uncalibrated}; audibility "
+            "margin "
             f"{_num(audibility.get('margin_db_min'), ' dB')} to "
             f"{_num(audibility.get('margin_db_max'), ' dB')} (median "
             f"{_num(audibility.get('margin_db_median'), ' dB')}); expanded uncertainty "
             f"{_num(f.get('uncertainty_db'), ' dB')}")),
         ("Levels at the sensor", _e(f"LAeq {_num(levels.get('laeq_db'), ' dB')}, LAFmax "
                                     f"{_num(levels.get('lafmax_db'), ' dB')} over counted "
-                                    "events")),
-        ("Coverage gaps", _e(f"{_num(coverage.get('uncovered_s'), ' s')} not measured"
-                             + (f": {gap_text}" if gap_text else ""))),
-        ("Calibration", _e(("calibration date " + ", ".join(evidence.calibration_dates))
-                           if evidence.calibration_dates else "no calibration date stored")
-         + _e(f"; full scale {', '.join(f'{x:g}' for x in evidence.full_scale_db)} dB SPL"
-              if evidence.full_scale_db else "")),
+                                    f"events{uncalibrated}")),
+        ("Coverage gaps", _e(_coverage(coverage))),
+        ("Calibration", _e(_calibration(evidence, levels))),
         ("Classifier and software", _e(f"classifier {', '.join(f.get('model_versions', []))}"
                                        f"; Barkwatch {f.get('software_version', '?')}")),
         ("Reading of the rule", _e(f.get("reading", ""))),
@@ -206,26 +287,52 @@ def _elements(data: ReportData) -> str:
             parts.append(f"<p>{_verification(evidence)}</p>")
             continue
         parts.append(_table(["Element", "Evidence"], element_rows(evidence)))
-        for title, uri in window_plots(evidence):
-            parts.append(f"<figure><img alt='{_e(title)}' src='{uri}'>"
-                         f"<figcaption>{_e(title)}</figcaption></figure>")
+        for letter, (title, caption, uri) in zip("abcd", window_plots(evidence),
+                                                 strict=False):
+            parts.append(f"<figure><img alt='{_e(title)}' src='{uri}'><figcaption>"
+                         f"<strong>Figure 3.{number}{letter}.</strong> {_e(caption)}"
+                         "</figcaption></figure>")
     return "".join(parts)
 
 
+# Device ids up to 32 characters and "intermittent" need their share; the span is two times.
+DIGEST_TABLE_WIDTHS = (22, 17, 39, 22)
+
+
+def _previous_digest(evidence: WindowEvidence) -> str:
+    previous = str(evidence.fields.get("prev_digest", ""))
+    # 64 hex digits, kept whole in the HTML (searchable); .mono breaks them anywhere.
+    shown = f"<span class='mono'>{escape(previous)}</span>" if previous else "not stored"
+    if previous == GENESIS_DIGEST:
+        return (f"{shown} (all zeros: the first window of this device's chain, no window "
+                "before it)")
+    return shown
+
+
 def _windows(data: ReportData) -> str:
-    rows = [(_e(w.check.link.device_id), _e(w.check.link.rule),
-             _e(f"{format_time(w.check.link.start_ns)} to {format_time(w.check.link.end_ns)}"),
-             # 64 hex digits, kept whole in the HTML (searchable); .mono breaks them anywhere.
-             f"<span class='mono'>{escape(w.check.link.digest)}</span>",
-             f"<span class='mono'>{escape(str(w.fields.get('prev_digest', '')))}</span>",
-             "<span class='ok'>verifies</span>" if w.check.state == VERIFIED
-             else f"<span class='bad'>{_e(w.check.state)}</span>") for w in data.windows]
+    """One row per window (device, rule, span, check) and under it a full-width row of its
+    digests, where 64 hex digits fit on a line and the chain's first window is said so."""
+    body = []
+    for w in data.windows:
+        link = w.check.link
+        state = ("<span class='ok'>verifies</span>" if w.check.state == VERIFIED
+                 else f"<span class='bad'>{_e(w.check.state)}</span>")
+        cells = (_e(link.device_id), _e(link.rule),
+                 _e(f"{format_time(link.start_ns)} to {format_time(link.end_ns)}"), state)
+        body.append("<tbody><tr>" + "".join(f"<td>{cell}</td>" for cell in cells)
+                    + "</tr><tr class='digest'><td colspan='4'>Digest <span class='mono'>"
+                    f"{escape(link.digest)}</span><br>Previous digest {_previous_digest(w)}"
+                    "</td></tr></tbody>")
+    head = "".join(f"<th>{h}</th>" for h in ("Device", "Rule", "Span",
+                                              "Recomputed at report time"))
+    columns = "".join(f"<col style='width: {w}%'>" for w in DIGEST_TABLE_WIDTHS)
     return ("<h2>4. Evidence windows and their digests</h2><p>Each window is stored in "
             "InfluxDB (measurement <code>evidence_window</code>); its digest is the SHA-256 of "
             "its canonical content, chained to the device's previous window. Recompute with "
-            "<code>barkwatch findings recompute --device D --from T1 --to T2</code>.</p>"
-            + _table(["Device", "Rule", "Span", "Digest", "Previous digest",
-                      "Recomputed at report time"], rows))
+            "<code>barkwatch findings recompute <span class='nb'>--device D</span> "
+            "<span class='nb'>--from T1</span> <span class='nb'>--to T2</span></code>.</p>"
+            f"<div class='wide'><table class='fixed digests'><colgroup>{columns}</colgroup>"
+            f"<thead><tr>{head}</tr></thead>{''.join(body)}</table></div>")
 
 
 def _exceptions(data: ReportData, redact: Redactor) -> str:
@@ -241,12 +348,17 @@ def _checklist(data: ReportData, redact: Redactor) -> str:
     rows = []
     for item in data.view.checklist:
         state = "<span class='ok'>met</span>" if item.met else "<span class='bad'>not met</span>"
-        detail = "".join(f"<div>+ {_e(redact(x))}</div>" for x in item.evidence) + "".join(
-            f"<div>&minus; missing: {_e(redact(x))}</div>" for x in item.missing)
+        detail = "".join(f"<div>+ {_e_digests(redact(x))}</div>" for x in item.evidence) + \
+            "".join(f"<div>&minus; missing: {_e(redact(x))}</div>" for x in item.missing)
         rows.append((str(item.number), _e(item.text), _e(item.basis), state, detail))
     return ("<h2>6. Seizure checklist (subd. 5, conditions 1&ndash;7)</h2>"
             + _table(["#", "Condition", "How it is shown", "State", "Evidence / missing"],
-                     rows))
+                     rows, widths=CHECKLIST_WIDTHS))
+
+
+# Percent of the table: "#", the condition, how it is shown ("supported", "officer"), the
+# state ("not met" on two lines at most), the evidence (digests in .mono wrap anywhere).
+CHECKLIST_WIDTHS = (5, 30, 15, 9, 41)
 
 
 def _officer_records(data: ReportData, redact: Redactor) -> str:
@@ -282,20 +394,21 @@ def _history(data: ReportData, redact: Redactor) -> str:
                       "Officer"], rows))
 
 
-def render_html(data: ReportData) -> str:
-    """The whole report as one HTML document."""
+def render_html(data: ReportData, paper: str = DEFAULT_PAPER) -> str:
+    """The whole report as one HTML document, printed on ``paper`` (a key of
+    :data:`analyzer.reports.paper.PAPER_SIZES`)."""
     view = data.view
     redact = Redactor(view.history, data.redacted)
     notice = ("<div class='notice'>Redacted export: the complainant's identity is withheld."
               "</div>" if data.redacted else
               "<div class='notice'><strong>Contains personal data</strong>: the complainant's "
               "name and contact (sections 2, 6 and 8). Share outside the case only as a "
-              "redacted export (<code>barkwatch case export --redact</code>).</div>")
+              "redacted export (<code class='nb'>barkwatch case export --redact</code>).</div>")
     verified = sum(w.check.state == VERIFIED for w in data.windows)
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>Barkwatch evidence report, complaint #{view.complaint.id}</title>"
-        f"<style>{CSS}</style></head><body>"
+        f"<style>{page_css(paper)}{CSS}</style></head><body>"
         f"<h1>Barking-dog evidence report &mdash; complaint #{view.complaint.id}</h1>"
         f"<p>{_e(view.address.premises)}. Generated {_e(format_time(data.generated_ns))} by "
         f"Barkwatch {_e(data.software_version)}. Times are America/Chicago with UTC beside "

@@ -20,6 +20,7 @@ import weasyprint
 from analyzer.cases import CaseFile
 from analyzer.reports.gather import gather
 from analyzer.reports.html import render_html
+from analyzer.reports.paper import DEFAULT_PAPER
 from analyzer.store import InfluxClient, InfluxSettings
 
 DOCUMENT, FAILED = b"D", b"E"  # the first byte of the answer
@@ -34,6 +35,7 @@ class ReportJob:
     influx: InfluxSettings
     now_ns: int
     html_only: bool = False  # the HTML page (UTF-8) instead of the PDF
+    paper: str = DEFAULT_PAPER  # [report] paper of the review configuration
 
 
 def render_pdf(html: str) -> bytes:
@@ -47,7 +49,7 @@ def report_document(job: ReportJob) -> bytes:
     ``html_only`` the HTML (UTF-8)."""
     with CaseFile(job.cases_db, lambda: job.now_ns) as store:
         data = gather(store, job.complaint_id, InfluxClient(job.influx), now_ns=job.now_ns)
-    html = render_html(data)
+    html = render_html(data, job.paper)
     return html.encode("utf-8") if job.html_only else render_pdf(html)
 
 

@@ -10,6 +10,7 @@ from analyzer.errors import AnalyzerError
 from analyzer.files import write_file
 from analyzer.reports.gather import ReportData
 from analyzer.reports.html import render_html
+from analyzer.reports.paper import DEFAULT_PAPER
 
 log = logging.getLogger(__name__)
 
@@ -18,9 +19,11 @@ class ReportError(AnalyzerError):
     """The report cannot be written (folder, PDF engine)."""
 
 
-def write_report(data: ReportData, out_dir: str | Path) -> tuple[Path, Path]:
-    """Write the HTML and the PDF into ``out_dir`` (created); returns their paths. Both are
-    created readable by the owner only when they carry personal data (not redacted)."""
+def write_report(data: ReportData, out_dir: str | Path,
+                 paper: str = DEFAULT_PAPER) -> tuple[Path, Path]:
+    """Write the HTML and the PDF, on ``paper`` ("letter" or "a4"), into ``out_dir``
+    (created); returns their paths. Both are created readable by the owner only when they
+    carry personal data (not redacted)."""
     folder = Path(out_dir)
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -28,7 +31,7 @@ def write_report(data: ReportData, out_dir: str | Path) -> tuple[Path, Path]:
         raise ReportError(f"cannot create report folder {folder}: {exc}") from exc
     stem = f"complaint-{data.view.complaint.id}" + ("-redacted" if data.redacted else "")
     html_path, pdf_path = folder / f"{stem}.html", folder / f"{stem}.pdf"
-    document = render_html(data)
+    document = render_html(data, paper)
     mode = 0o644 if data.redacted else 0o600
     try:
         import weasyprint  # heavy import: only when a report is written

@@ -142,7 +142,7 @@ def _report(review: Review, request: Request, session: OfficerSession,
         ticket.release()
         raise
     job = ReportJob(review.settings.cases_db, complaint_id, review.settings.influx,
-                    review.clock(), html_only)
+                    review.clock(), html_only, paper=review.settings.report.paper)
     headers = ({"Content-Security-Policy": REPORT_CSP, "Cache-Control": "no-store"}
                if html_only else
                {"Content-Disposition": f'inline; filename="complaint-{complaint_id}.pdf"',

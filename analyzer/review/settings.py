@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analyzer.errors import AnalyzerError
+from analyzer.reports.paper import ReportSettings
 from analyzer.review.limits import LoadLimits
 from analyzer.store import InfluxSettings
 from sensor.configfile import describe, load, setting
@@ -69,6 +70,7 @@ class ReviewSettings:
         "as long; 0: recompute on every view", 0.0, 3600.0)
     influx: InfluxSettings = setting(InfluxSettings(), "database")
     limits: LoadLimits = setting(LoadLimits(), "report renders, plot queries, stopping")
+    report: ReportSettings = setting(ReportSettings(), "the evidence report: its paper")
 
 
 class ReviewConfigError(AnalyzerError):

@@ -3,7 +3,53 @@
 // across the plot or the zoom buttons ask again for the new range, at a finer interval.
 "use strict";
 
+// Round ticks at an even step of 1, 2 or 5 times a power of ten, at most `most` of them, inside
+// [lo, hi]: 0-8.4 min gives 0, 2, 4, 6, 8 (analyzer/reports/ticks.py chooses the report's the
+// same way; tests/test_report_print.py runs both on the same axes).
+function niceTicks(lo, hi, most) {
+  if (!(hi > lo)) return [lo];
+  const span = hi - lo;
+  const power = Math.pow(10, Math.floor(Math.log10(span / most)));
+  let step = 10 * power;
+  search: for (const scale of [1, 10, 100]) {
+    for (const multiple of [1, 2, 5]) {
+      if (Math.floor(span / (multiple * power * scale) + 1e-9) + 1 <= most) {
+        step = multiple * power * scale;
+        break search;
+      }
+    }
+  }
+  const decimals = Math.max(0, -Math.floor(Math.log10(step)));
+  const ticks = [];
+  for (let k = Math.ceil(lo / step - 1e-9); k <= Math.floor(hi / step + 1e-9); k++) {
+    ticks.push(Number((k * step).toFixed(decimals)) + 0);
+  }
+  return ticks;
+}
+
+// Clock steps a time axis may take, in seconds: each a whole number of the unit above.
+const TIME_STEPS_S = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
+  21600, 43200, 86400, 172800, 604800];
+
+// Evenly spaced ticks (ms) at the smallest clock step that gives at most `most` in
+// [from, to]; they fall on whole minutes, hours or days of local time, whose offset from UTC is
+// offsetMs (Chicago: -5 h in summer). Returns { step_s, ticks }.
+function timeTicks(from, to, most, offsetMs) {
+  const span_s = (to - from) / 1000;
+  const step_s = TIME_STEPS_S.find((s) => Math.floor(span_s / s) + 1 <= most) ||
+    Math.ceil(span_s / most / 604800) * 604800;
+  const step = step_s * 1000;
+  const ticks = [];
+  for (let t = Math.ceil((from + offsetMs) / step) * step - offsetMs; t <= to; t += step) {
+    ticks.push(t);
+  }
+  return { step_s: step_s, ticks: ticks };
+}
+
+if (typeof module !== "undefined") module.exports = { niceTicks, timeTicks, TIME_STEPS_S };
+
 (function () {
+  if (typeof document === "undefined") return;
   const holder = document.getElementById("plot");
   if (!holder) return;
   const plot = JSON.parse(holder.dataset.plot);
@@ -13,7 +59,9 @@
   const W = 1000, LEFT = 60, RIGHT = 985;
   const PANELS = {
     level: { top: 20, bottom: 230, title: "LAeq (mean) and LAFmax (max) per interval, dB" },
-    events: { top: 270, bottom: 360, title: "Dog events (dark: plainly audible at 100 ft)" },
+    events: { top: 270, bottom: 360,
+              title: "Dog events: dark plainly audible at 100 ft, light judged not, " +
+                     "hatched not assessed" },
     progress: { top: 400, bottom: 520, title: "The rule's progress, minutes" },
   };
   const chicago = new Intl.DateTimeFormat("en-US", {
@@ -22,6 +70,23 @@
   const chicagoDay = new Intl.DateTimeFormat("en-US", {
     timeZone: "America/Chicago", month: "short", day: "numeric", hour: "2-digit",
     minute: "2-digit", hour12: false, timeZoneName: "short" });
+  const chicagoParts = new Intl.DateTimeFormat("en-US", {
+    timeZone: "America/Chicago", year: "numeric", month: "numeric", day: "numeric",
+    hour: "numeric", minute: "numeric", second: "numeric", hourCycle: "h23" });
+  const chicagoMinute = new Intl.DateTimeFormat("en-US", {
+    timeZone: "America/Chicago", hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+  const chicagoDate = new Intl.DateTimeFormat("en-US", {
+    timeZone: "America/Chicago", month: "short", day: "numeric" });
+  const chicagoDateHour = new Intl.DateTimeFormat("en-US", {
+    timeZone: "America/Chicago", month: "short", day: "numeric", hour: "2-digit",
+    minute: "2-digit", hourCycle: "h23" });
+  // Chicago's offset from UTC at t, ms (its wall clock read as if it were UTC, less t).
+  function chicagoOffsetMs(t) {
+    const p = {};
+    for (const part of chicagoParts.formatToParts(new Date(t))) p[part.type] = Number(part.value);
+    const wall = Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second);
+    return wall - Math.floor(t / 1000) * 1000;
+  }
   let range = { from: plot.start_ms, to: plot.end_ms };
   let request = 0;
 
@@ -50,18 +115,28 @@
     el("line", { class: "axis", x1: LEFT, y1: panel.top, x2: LEFT, y2: panel.bottom });
     el("text", { x: LEFT, y: panel.top - 6 }, panel.title);
     if (s) {
-      for (const v of [s.lo, (s.lo + s.hi) / 2, s.hi]) {
-        const label = Math.abs(v) < 0.5 ? "0" : v.toFixed(0);
-        el("text", { x: LEFT - 6, y: s.y(v) + 4, "text-anchor": "end" }, label + unit);
+      for (const v of niceTicks(s.lo, s.hi, 5)) {
+        el("line", { class: "tick", x1: LEFT - 4, x2: LEFT, y1: s.y(v), y2: s.y(v) });
+        el("text", { class: "value-tick", x: LEFT - 6, y: s.y(v) + 4, "text-anchor": "end" },
+           String(v) + unit);
       }
     }
   }
 
+  // Round clock times at an even step; a label that would run past the plot's edge is left
+  // out rather than cut.
   function timeAxis() {
-    const ticks = 6;
-    for (let i = 0; i <= ticks; i++) {
-      const t = range.from + (range.to - range.from) * i / ticks;
-      el("text", { x: x(t), y: 545, "text-anchor": "middle" }, chicago.format(new Date(t)));
+    const { step_s, ticks } = timeTicks(range.from, range.to, 8, chicagoOffsetMs(range.from));
+    const format = step_s >= 86400 ? chicagoDate : step_s >= 21600 ? chicagoDateHour :
+      step_s >= 60 ? chicagoMinute : chicago;
+    for (const t of ticks) {
+      const label = format.format(new Date(t));
+      const half = label.length * 3.6; // 12 px text: about 7.2 px a character
+      if (x(t) - half < 0 || x(t) + half > W) continue;
+      for (const panel of Object.values(PANELS)) {
+        el("line", { class: "tick", x1: x(t), x2: x(t), y1: panel.bottom, y2: panel.bottom + 4 });
+      }
+      el("text", { class: "time-tick", x: x(t), y: 545, "text-anchor": "middle" }, label);
     }
   }
 
@@ -77,8 +152,27 @@
     if (d) el("path", { class: cls, d: d });
   }
 
+  // Events not assessed: hatched, so that in grey print they stay apart from the dark
+  // (plainly audible) and the light (judged not plainly audible) ones.
+  function hatch() {
+    const defs = el("defs", {});
+    const pattern = document.createElementNS(NS, "pattern");
+    for (const [k, v] of Object.entries({ id: "hatch-unassessed", width: 6, height: 6,
+      patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" })) {
+      pattern.setAttribute(k, v);
+    }
+    const line = document.createElementNS(NS, "line");
+    for (const [k, v] of Object.entries({ x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#555",
+      "stroke-width": 2.5 })) {
+      line.setAttribute(k, v);
+    }
+    pattern.appendChild(line);
+    defs.appendChild(pattern);
+  }
+
   function draw(data) {
     while (svg.firstChild) svg.removeChild(svg.firstChild);
+    hatch();
     const interval_ms = data.interval_s * 1000;
     for (const edge of [plot.finding_start_ms, plot.finding_end_ms]) {
       if (edge >= range.from && edge <= range.to) {
@@ -105,7 +199,8 @@
     }
     for (const e of data.events) {
       const x0 = x(e.onset_ms), x1 = Math.max(x(e.offset_ms), x0 + 1.5);
-      const cls = e.plainly_audible === false ? "event inaudible" : "event";
+      const cls = e.plainly_audible === true ? "event audible" :
+        e.plainly_audible === false ? "event inaudible" : "event unassessed";
       el("rect", { class: cls, x: x0, y: ev.top, width: x1 - x0, height: ev.bottom - ev.top })
         .appendChild(document.createElementNS(NS, "title")).textContent =
           e.label + " " + chicagoDay.format(new Date(e.onset_ms)) + ", " + e.laeq_db + " dB";
