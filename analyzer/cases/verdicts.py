@@ -18,12 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from analyzer.cases.links import LinkCheck
 from analyzer.cases.localtime import format_time
 from analyzer.cases.records import EvidenceLink
 from analyzer.cases.store import CaseError, CaseStore, _note, _text
+from analyzer.errors import AnalyzerError
 from analyzer.ordinance import RuleEvent
 from analyzer.ordinance.rejudge import EventKey, Rejudged, without_rejected
-from analyzer.store import InfluxClient, load_coverage, load_events
+from analyzer.store import InfluxClient, load_coverage, load_events, load_windows
 from analyzer.store.evidence_store import settings_from_parameters
 
 CONFIRMED, REJECTED = "confirmed", "rejected"
@@ -173,6 +175,15 @@ class EventReview:
                       key=lambda v: v.key)
 
 
+def stored_fields(client: InfluxClient, link: EvidenceLink) -> dict[str, Any] | None:
+    """The linked window's stored content (its parameters, duration, sensitivity), or None
+    when no window of the link's device, rule and start is stored."""
+    for stored in load_windows(client, link.device_id, link.start_ns, link.start_ns):
+        if stored.window.rule == link.rule:
+            return stored.window.fields
+    return None
+
+
 def rejudge(client: InfluxClient, link: EvidenceLink, fields: dict[str, Any],
             events: Sequence[RuleEvent], rejected: set[EventKey]) -> Rejudged:
     """The linked finding judged again without ``rejected`` events: its rule, its stored
@@ -199,3 +210,20 @@ def review_events(store: CaseStore, client: InfluxClient, link: EvidenceLink,
     stored = {} if not fields else {"duration_s": float(fields.get("duration_s", 0.0)),
                                     "events_counted": int(fields.get("events_counted", 0))}
     return EventReview(link, events, verdicts, history, rejudged, stored)
+
+
+def review_links(store: CaseStore, client: InfluxClient,
+                 reads: Sequence[tuple[LinkCheck, Sequence[RuleEvent]]]
+                 ) -> dict[int, EventReview]:
+    """:func:`review_events` of each linked window (its check and the events read around it,
+    those outside its span left out), by link id; a window whose review cannot be read now
+    (InfluxDB trouble) is left out, and the report says so."""
+    reviews: dict[int, EventReview] = {}
+    for check, read in reads:
+        link = check.link
+        in_span = [e for e in read if link.start_ns <= e.onset_ns <= link.end_ns]
+        try:
+            reviews[link.id] = review_events(store, client, link, check.fields, in_span)
+        except AnalyzerError:
+            continue
+    return reviews

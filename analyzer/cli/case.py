@@ -33,6 +33,7 @@ from analyzer.cases.backup import backup_case_file, restore_case_file
 from analyzer.cases.localtime import TimeInputError
 from analyzer.cases.store import shown_safely
 from analyzer.cli.options import add_influx_options, influx_client
+from analyzer.cli.verdicts import add_verdict_parsers, run_events, run_verdict
 
 DB_ENV = "BARKWATCH_CASES_DB"
 DEFAULT_DB = "barkwatch-cases.sqlite"
@@ -184,6 +185,7 @@ def add_case_parser(subparsers: Any) -> argparse.ArgumentParser:
         "export", help="write the evidence report to hand on; --redact withholds the "
         "complainant", description=REPORT_DESCRIPTION)
     add_report_options(export)
+    add_verdict_parsers(actions, _action)
     return case
 
 
@@ -332,6 +334,8 @@ def _run(args: argparse.Namespace, store: CaseStore) -> int:
                   f"{e.detail}")
     elif action == "export":
         return run_export(args, store)
+    elif action in ("events", "verdict"):
+        return (run_events if action == "events" else run_verdict)(args, store)
     return 0
 
 
