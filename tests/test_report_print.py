@@ -15,6 +15,7 @@ import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -381,3 +382,31 @@ def test_each_caption_says_what_to_read_with_the_windows_numbers(printed: Printe
     assert "dark where it was plainly audible 100 ft beyond the boundary" in text
     assert "every minute has at least one" in text
     assert "the highest dot, the longest gap, is 9.0 s" in text  # 10 s apart, 1 s barks
+
+
+UNCALIBRATED_LAEQ = (" (on the uncalibrated default full scale of 120 dB SPL, no calibration "
+                     "recorded: see Calibration)")
+
+
+@pytest.mark.parametrize(("dates", "calibration", "beside_laeq"), [
+    (["2026-05-20"], "calibration date 2026-05-20; full scale 120 dB SPL (the level a signal "
+     "at digital full scale reads, from that calibration)", ""),
+    (["demo"], "no calibration recorded (calibration date stored as 'demo', not a date): full "
+     "scale 120 dB SPL is the uncalibrated default", UNCALIBRATED_LAEQ),
+    ([], "no calibration recorded (no calibration date stored): full scale 120 dB SPL is the "
+     "uncalibrated default", UNCALIBRATED_LAEQ),
+])
+def test_the_calibration_is_read_from_the_dates_stored_with_the_levels(
+        dates: list[str], calibration: str, beside_laeq: str) -> None:
+    # as the review app's finding page builds it: the distinct dates and full scales only
+    from analyzer.cases.links import LinkCheck
+    from analyzer.cases.records import EvidenceLink
+    from analyzer.reports import WindowEvidence, element_rows
+
+    link = EvidenceLink(1, 1, DEVICE, "continuous", T0, T0 + 481 * NS, "0" * 64, T0, "Ofc.")
+    fields = {"levels": {"laeq_db": "68.000000", "lafmax_db": "80.500000"}}
+    rows = dict(element_rows(WindowEvidence(LinkCheck(link, "verified", [], fields), [], [],
+                                            dates, [120.0])))
+    assert unescape(rows["Calibration"]).startswith(calibration)
+    assert rows["Levels at the sensor"] == ("LAeq 68.0 dB, LAFmax 80.5 dB over counted events"
+                                            + beside_laeq)

@@ -151,6 +151,8 @@ def test_an_officer_reviews_a_case_records_a_contact_attempt_and_signs_out(
     browser.delete_all_cookies()
     before = len(audit_actions(site))
     sign_in(browser, site)
+    wait_for(browser, "#devices-now")  # signing in lands on the overview
+    browser.find_element(By.LINK_TEXT, "Cases").click()
     wait_for(browser, "#cases")
     assert browser.find_element(By.ID, "signed-in-as").text.startswith(f"Signed in as {OFFICER}")
     row = browser.find_element(By.CSS_SELECTOR, "#cases tr.open")
@@ -160,7 +162,7 @@ def test_an_officer_reviews_a_case_records_a_contact_attempt_and_signs_out(
     row.find_element(By.LINK_TEXT, f"#{site.case.complaint}").click()
     wait_for(browser, "#checklist")
     assert COMPLAINANT in browser.find_element(By.ID, "complainant").text
-    findings = browser.find_elements(By.CSS_SELECTOR, "#findings tr")[1:]
+    findings = browser.find_elements(By.CSS_SELECTOR, "#findings-table tr")[1:]
     assert [f.find_elements(By.TAG_NAME, "td")[0].text for f in findings] == [
         "continuous", "intermittent"]
     assert all("verified" in f.text for f in findings)
@@ -230,7 +232,7 @@ def test_an_officer_reviews_a_case_records_a_contact_attempt_and_signs_out(
 def test_a_form_without_its_csrf_token_is_refused(browser: WebDriver, site: Site) -> None:
     browser.delete_all_cookies()
     sign_in(browser, site)
-    wait_for(browser, "#cases")
+    wait_for(browser, "#devices-now")
     browser.get(f"{site.base}/cases/{site.case.complaint}")
     form = browser.find_element(By.ID, "form-observation")
     browser.execute_script(

@@ -12,7 +12,6 @@ from analyzer.cases import VERIFIED, Complaint, format_time, shown_safely
 from analyzer.cases.checklist import CONDITION_TEXT
 from analyzer.ordinance import GENESIS_DIGEST
 from analyzer.reports import ordinance_text as text
-from analyzer.reports.event_review import verdicts_section
 from analyzer.reports.gather import CALIBRATION_DATE, ReportData, WindowEvidence
 from analyzer.reports.paper import DEFAULT_PAPER, page_css
 from analyzer.reports.plots import window_plots
@@ -211,12 +210,14 @@ def _calibration(evidence: WindowEvidence, levels: dict[str, Any]) -> str:
     what = ("the uncalibrated default a sensor assumes before its first calibration, not a "
             "measurement of this microphone" if default else
             "not shown by a dated calibration")
+    at_100ft = levels.get("level_at_100ft_db_max")
+    beyond = ("" if at_100ft is None else
+              f", the level 100 ft beyond the boundary (up to {_num(at_100ft, ' dB')}) and the "
+              "audibility margins that compare it with the threshold of hearing")
     return (f"no calibration recorded{seconds} ({stored}): full scale "
             f"{_full_scale(evidence)} is {what}, so every absolute level in this report rests "
             f"on it: LAeq {_num(levels.get('laeq_db'), ' dB')} and LAFmax "
-            f"{_num(levels.get('lafmax_db'), ' dB')} at the sensor, the level 100 ft beyond "
-            f"the boundary (up to {_num(levels.get('level_at_100ft_db_max'), ' dB')}) and the "
-            "audibility margins that compare it with the threshold of hearing")
+            f"{_num(levels.get('lafmax_db'), ' dB')} at the sensor{beyond}")
 
 
 def element_rows(evidence: WindowEvidence) -> list[tuple[str, str]]:
@@ -417,6 +418,5 @@ def render_html(data: ReportData, paper: str = DEFAULT_PAPER) -> str:
         + notice + _ordinance() + _complaint(data, redact) + _elements(data)
         + _windows(data) + _exceptions(data, redact) + _checklist(data, redact)
         + _officer_records(data, redact) + _history(data, redact)
-        + verdicts_section(data, redact, _e, _table)
         + "<p><em>Barkwatch states the measurements and how they were read; whether the "
           "ordinance was violated is for the officer and the court.</em></p></body></html>")
