@@ -41,6 +41,7 @@ from analyzer.review import (
 from analyzer.review.context import HERE, Review, client_address
 from analyzer.review.sessions import CSRF_FIELD, OfficerSession, csrf_matches, still_valid
 from analyzer.review.settings import ReviewSettings, session_key
+from analyzer.review.verdicts import set_verdict
 
 log = logging.getLogger(__name__)
 COOKIE = "barkwatch_review"
@@ -304,6 +305,8 @@ def create_app(settings: ReviewSettings, clock: Callable[[], int] = time.time_ns
         Route("/cases/{complaint:id}/findings/{link:id}", page(pages.finding_page,
                                                                 queries=True)),
         Route("/cases/{complaint:id}/findings/{link:id}/data", page(pages.finding_data)),
+        Route("/cases/{complaint:id}/findings/{link:id}/verdict",
+              form(set_verdict, role=OFFICER), methods=["POST"]),
         Route("/addresses/{address:id}/devices", page(pages.devices_page, queries=True)),
         Route("/cases/{complaint:id}/record/{kind:str}", form(recording.record, role=OFFICER),
               methods=["POST"]),
@@ -315,11 +318,11 @@ def create_app(settings: ReviewSettings, clock: Callable[[], int] = time.time_ns
         Route("/addresses", form(workflow.add_address, role=ADMINISTRATOR), methods=["POST"]),
         Route("/addresses/{address:id}/place", form(workflow.place_device, role=OFFICER),
               methods=["POST"]),
+        Route("/addresses/{address:id}/placements/{placement:id}/live",
+              page(fieldcheck.live_data, queries=True)),
         Route("/addresses/{address:id}/placements/{placement:id}/remove",
               form(workflow.remove_device, role=OFFICER), methods=["POST"]),
         Route("/accounts", page(administration.accounts_page, role=ADMINISTRATOR)),
-        Route("/addresses/{address:id}/placements/{placement:id}/live",
-              page(fieldcheck.live_data, queries=True)),
         Route("/accounts/{account:id}/{action:str}",
               form(administration.account_action, role=ADMINISTRATOR), methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

@@ -168,9 +168,13 @@ def _calibration(review: Review, device_id: str, start_ns: int,
             sorted(float(v[1]) for s in scales for v in s["values"] if v[1] is not None))
 
 
-def finding_page(review: Review, request: Request, session: OfficerSession) -> Response:
-    """One linked finding: the elements of the violation and the interactive plot."""
+def finding_page(review: Review, request: Request, session: OfficerSession,
+                 refused_verdict: dict[str, Any] | None = None,
+                 status_code: int = 200) -> Response:
+    """One linked finding: the elements of the violation, the interactive plot and its
+    events with their verdicts (:mod:`events`; ``refused_verdict``: a verdict form again)."""
     from analyzer.reports import WindowEvidence, element_rows
+    from analyzer.review.events import events_context
 
     complaint_id = int(request.path_params["complaint"])
     with review.case_file() as store:
@@ -192,7 +196,8 @@ def finding_page(review: Review, request: Request, session: OfficerSession) -> R
         "complaint": complaint, "link": link, "check": check,
         "checked_ns": review.verifier.checked_ns(link),
         "rows": element_rows(evidence) if check.fields else [],
-        "plot_json": json.dumps(plot)})
+        "plot_json": json.dumps(plot),
+        **events_context(review, link, check, events, refused_verdict)}, status_code)
 
 
 def _ms_param(request: Request, name: str, default: int) -> int:
@@ -238,12 +243,12 @@ def devices_page(review: Review, request: Request, session: OfficerSession,
     """The devices placed at an address: online, last frame, calibration, coverage; the
     forms that place a device and remove one (``refused_form``: one shown again)."""
     from analyzer.acoustics.site import GROUND_FACTORS
+    from analyzer.review.fieldcheck import RECENT_S, live_fields
 
     address_id = int(request.path_params["address"])
     now = review.clock()
     with review.case_file() as store:
         address = store.address(address_id)
-    from analyzer.review.fieldcheck import RECENT_S, live_fields
         placements = store.placements(address_id)
     states = []
     for p in placements:
