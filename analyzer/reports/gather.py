@@ -10,6 +10,7 @@ from typing import Any
 
 from analyzer import __version__
 from analyzer.cases import CaseStore, CaseView, LinkCheck, read_case
+from analyzer.cases.verdicts import EventReview, review_links
 from analyzer.ordinance import RuleEvent
 from analyzer.store import InfluxClient, load_events
 from sensor.wire import DEVICE_ID_PATTERN
@@ -63,6 +64,7 @@ class ReportData:
     generated_ns: int
     software_version: str
     redacted: bool
+    reviews: dict[int, EventReview] = field(default_factory=dict)  # by link id (section 9)
 
 
 def _levels(client: InfluxClient, device_id: str, start_ns: int, end_ns: int
@@ -98,5 +100,8 @@ def gather(store: CaseStore, complaint_id: int, client: InfluxClient, redacted: 
            now_ns: int | None = None) -> ReportData:
     """The case as read now, with the stored data behind each linked window."""
     view = read_case(store, complaint_id, client)
-    return ReportData(view, [window_evidence(client, c) for c in view.checks],
-                      time.time_ns() if now_ns is None else now_ns, __version__, redacted)
+    windows = [window_evidence(client, c) for c in view.checks]
+    reviews = review_links(store, client, [(w.check, w.events) for w in windows
+                                           if not w.read_error])
+    return ReportData(view, windows, time.time_ns() if now_ns is None else now_ns, __version__,
+                      redacted, reviews)

@@ -12,6 +12,7 @@ from analyzer.cases import VERIFIED, Complaint, format_time, shown_safely
 from analyzer.cases.checklist import CONDITION_TEXT
 from analyzer.ordinance import GENESIS_DIGEST
 from analyzer.reports import ordinance_text as text
+from analyzer.reports.event_review import verdicts_section
 from analyzer.reports.gather import CALIBRATION_DATE, ReportData, WindowEvidence
 from analyzer.reports.paper import DEFAULT_PAPER, page_css
 from analyzer.reports.plots import window_plots
@@ -418,5 +419,6 @@ def render_html(data: ReportData, paper: str = DEFAULT_PAPER) -> str:
         + notice + _ordinance() + _complaint(data, redact) + _elements(data)
         + _windows(data) + _exceptions(data, redact) + _checklist(data, redact)
         + _officer_records(data, redact) + _history(data, redact)
+        + verdicts_section(data, redact, _e, _table)
         + "<p><em>Barkwatch states the measurements and how they were read; whether the "
           "ordinance was violated is for the officer and the court.</em></p></body></html>")
