@@ -18,6 +18,7 @@ from analyzer.cases import (
 )
 from analyzer.cases.checklist import ATTEST, FINDING, RECORDS
 from analyzer.cases.links import FAILS, VERIFIED
+from analyzer.ordinance.rejudge import Rejudged
 
 NS = 1_000_000_000
 T0 = parse_local_time("2026-06-10 21:00")
@@ -135,3 +136,28 @@ def test_conditions_4_to_7_wait_for_the_officer_and_4_for_a_failed_contact() -> 
     assert items[5].met
     assert [items[n].missing for n in (6, 7)] == [
         ["the officer's attestation"]] * 2
+
+
+def _rejudged(holds: bool) -> Rejudged:
+    return Rejudged("continuous", rejected=3, holds=holds, longest_s=421.0 if holds else 401.0,
+                    events_counted=22 if holds else 21, parts_holding=int(holds),
+                    limit_s=420.0)
+
+
+def test_condition_2_rests_on_the_finding_without_the_events_the_officer_rejected() -> None:
+    current = complaint()
+    still = {item.number: item for item in seizure_checklist(
+        current, [PRIOR, current], [verified_link()], [], FAILED_CALL, attested(4, 5, 6, 7),
+        {1: _rejudged(True)})}
+    assert still[2].met
+    assert still[2].evidence[1] == (
+        "without the 3 event(s) the officer rejected, the continuous finding of "
+        "2026-06-10 21:01:00 CDT (2026-06-11 02:01:00 UTC) still holds: longest 421 s "
+        "against more than 420 s, 22 events counted")
+    gone = {item.number: item for item in seizure_checklist(
+        current, [PRIOR, current], [verified_link()], [], FAILED_CALL, attested(4, 5, 6, 7),
+        {1: _rejudged(False)})}
+    assert not gone[2].met
+    assert gone[2].missing == [
+        "no linked finding holds without the events the officer rejected"]
+    assert "does not hold: longest 401 s" in gone[2].evidence[1]

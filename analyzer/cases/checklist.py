@@ -8,7 +8,7 @@ condition not met says what is missing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from analyzer.cases.links import LinkCheck
@@ -20,6 +20,7 @@ from analyzer.cases.records import (
     OfficerAttestation,
     OfficerException,
 )
+from analyzer.ordinance.rejudge import Rejudged
 
 RECORDS = "shown by the records"
 FINDING = "supported by a finding"
@@ -93,20 +94,35 @@ def _finding_line(check: LinkCheck) -> str:
             f"{f.get('events_counted')} events counted, {margins}; digest {check.link.digest}")
 
 
+def _rejudged_line(check: LinkCheck, again: Rejudged) -> str:
+    return (f"without the {again.rejected} event(s) the officer rejected, the "
+            f"{check.link.rule} finding of {format_time(check.link.start_ns)} "
+            f"{'still holds' if again.holds else 'does not hold'}: longest "
+            f"{again.longest_s:.0f} s against more than {again.limit_s:.0f} s, "
+            f"{again.events_counted} events counted")
+
+
 def _condition_2(complaint: Complaint, checks: Sequence[LinkCheck],
-                 exceptions: Sequence[OfficerException]) -> ChecklistItem:
+                 exceptions: Sequence[OfficerException],
+                 rejudged: Mapping[int, Rejudged]) -> ChecklistItem:
     evidence: list[str] = []
     missing: list[str] = []
     covering = [c for c in checks if c.link.start_ns <= complaint.span_end_ns
                 and complaint.span_start_ns <= c.link.end_ns]
     verified = [c for c in covering if c.verified]
     evidence.extend(_finding_line(c) for c in verified)
+    # Issue 35: an officer's rejected events count against the finding they were in.
+    evidence.extend(_rejudged_line(c, rejudged[c.link.id]) for c in verified
+                    if c.link.id in rejudged)
+    holding = [c for c in verified if c.link.id not in rejudged or rejudged[c.link.id].holds]
     if not covering:
         missing.append("no evidence window covering the span complained about is linked")
     elif not verified:
         missing.append("no linked evidence window verifies now: "
                        + "; ".join(f"{c.link.rule} at {format_time(c.link.start_ns)} "
                                    f"{c.state}" for c in covering))
+    elif not holding:
+        missing.append("no linked finding holds without the events the officer rejected")
     for exception in exceptions:
         missing.append(f"the officer recorded {exception.kind} ({exception.notes or 'no note'}"
                        f", {format_time(exception.at_ns)}): barking due to harassment, injury "
@@ -143,9 +159,11 @@ def _attested(number: int, attestations: Sequence[OfficerAttestation],
 def seizure_checklist(complaint: Complaint, history: Sequence[Complaint],
                       checks: Sequence[LinkCheck], exceptions: Sequence[OfficerException],
                       contacts: Sequence[ContactAttempt],
-                      attestations: Sequence[OfficerAttestation]) -> list[ChecklistItem]:
+                      attestations: Sequence[OfficerAttestation],
+                      rejudged: Mapping[int, Rejudged] | None = None) -> list[ChecklistItem]:
     """Conditions 1-7 for ``complaint``; ``history`` the complaints at its address (it may
-    include the complaint itself), ``checks`` its links as verified now."""
+    include the complaint itself), ``checks`` its links as verified now, ``rejudged`` (by
+    link id) those findings judged again without the events an officer rejected."""
     contact_lines = [f"{format_time(c.at_ns)} {c.method}: {c.outcome.replace('_', ' ')}"
                      + (f" ({c.notes})" if c.notes else "") for c in contacts]
     contact_missing = []
@@ -156,7 +174,7 @@ def seizure_checklist(complaint: Complaint, history: Sequence[Complaint],
                                "that failed or were ignored")
     return [
         _condition_1(complaint),
-        _condition_2(complaint, checks, exceptions),
+        _condition_2(complaint, checks, exceptions, rejudged or {}),
         _condition_3(complaint, history),
         _attested(4, attestations, contact_lines, contact_missing),
         *(_attested(n, attestations, [], []) for n in (5, 6, 7)),

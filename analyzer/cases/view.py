@@ -19,6 +19,8 @@ from analyzer.cases.records import (
     Placement,
 )
 from analyzer.cases.store import CaseStore
+from analyzer.errors import AnalyzerError
+from analyzer.ordinance.rejudge import Rejudged
 from analyzer.store import InfluxClient
 
 
@@ -53,6 +55,7 @@ def read_case(store: CaseStore, complaint_id: int, client: InfluxClient | None,
     else:
         checks = [verify_link(client, link) if client is not None
                   else LinkCheck(link, UNCHECKED, ["no InfluxDB given"]) for link in links]
+    rejudged = _rejudged(store, client, checks)
     contacts = store.contact_attempts(complaint_id)
     exceptions = store.exceptions(complaint_id)
     attestations = store.attestations(complaint_id)
@@ -60,5 +63,30 @@ def read_case(store: CaseStore, complaint_id: int, client: InfluxClient | None,
         complaint, store.address(complaint.address_id), store.placements(complaint.address_id),
         history, contacts, store.observations(complaint_id), exceptions, attestations,
         store.dispositions(complaint_id), checks,
-        seizure_checklist(complaint, history, checks, exceptions, contacts, attestations),
+        seizure_checklist(complaint, history, checks, exceptions, contacts, attestations,
+                          rejudged),
         store.prior_citations(complaint.address_id, complaint.received_ns))
+
+
+def _rejudged(store: CaseStore, client: InfluxClient | None,
+              checks: list[LinkCheck]) -> dict[int, Rejudged]:
+    """Each verified finding with events an officer rejected, judged again without them (the
+    checklist's condition 2 rests on what holds); none without InfluxDB, and a finding whose
+    events cannot be read now is left as sealed (its check already says whether InfluxDB
+    answered)."""
+    from analyzer.cases.verdicts import REJECTED, current_verdicts, review_events
+
+    found: dict[int, Rejudged] = {}
+    if client is None:
+        return found
+    for check in checks:
+        if not check.verified or not any(v.verdict == REJECTED for v in
+                                         current_verdicts(store, check.link.id).values()):
+            continue
+        try:
+            review = review_events(store, client, check.link, check.fields)
+        except AnalyzerError:
+            continue
+        if review.rejudged is not None:
+            found[check.link.id] = review.rejudged
+    return found

@@ -25,6 +25,9 @@ from analyzer.review.verification import LinkVerifier
 from analyzer.store import InfluxClient
 
 HERE = Path(__file__).resolve().parent
+# The audit action of every page that shows a complainant (section 8: identities are personal
+# data; each view is in the audit log).
+IDENTITY_VIEWED = "view complainant identity"
 
 
 class Review:

@@ -12,8 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from analyzer.cases import CaseStore, Complaint, Placement
-from analyzer.review.context import Review
-from analyzer.review.pages import IDENTITY_VIEWED
+from analyzer.review.context import IDENTITY_VIEWED, Review
 from analyzer.review.queries import DeviceState, device_state
 from analyzer.review.sessions import OfficerSession
 from analyzer.store import load_windows

@@ -24,7 +24,7 @@ from analyzer.cases.checklist import CONDITION_TEXT
 from analyzer.cases.records import CONDITIONS_TO_ATTEST
 from analyzer.cases.store import MAX_NOTE_CHARS
 from analyzer.errors import AnalyzerError
-from analyzer.review.context import Review
+from analyzer.review.context import IDENTITY_VIEWED, Review
 from analyzer.review.queries import (
     QueryInputError,
     RollupMissing,
@@ -40,7 +40,6 @@ from analyzer.store import load_events
 
 NS = 1_000_000_000
 MS = 1_000_000
-IDENTITY_VIEWED = "view complainant identity"
 # The report shows no script and only inline CSS and data: images.
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 MAX_PLOT_SPAN_NS = 31 * 86400 * NS
