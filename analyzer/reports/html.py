@@ -30,9 +30,10 @@ _DIGESTS = re.compile(r"\b([0-9a-f]{64})\b")  # SHA-256 digests in running text
 # characters 1.8 s of CPU, 2,000 8.6 s; issue 33: 4,000 31 s); with break-word 0.07 s for
 # 2,000, 0.12 s for 4,000, 2.6 s for 100,000. Digests (.mono, 64 hex digits) break anywhere.
 # The checklist's and the digests' tables (.fixed) have set column widths, each wide enough
-# for the longest word it holds ("supported", "intermittent"), so WeasyPrint never narrows a
-# column until break-word splits a word (it did: "sho/wn/by/the/reco/rds", issue 35); on a
-# screen narrower than their min-width they scroll sideways (.wide) instead.
+# for the longest word it holds ("supported", "intermittent") on a page of Letter or A4
+# (46 em of text), so WeasyPrint never narrows a column until break-word splits a word (it
+# did: "sho/wn/by/the/reco/rds", issue 35); on a screen narrower than 48 em they scroll
+# sideways (.wide) instead.
 CSS = """
 body { font-family: "DejaVu Sans", Arial, sans-serif; font-size: 10.5pt; color: #111;
        max-width: 60em; margin: 1.5em auto; padding: 0 1em; background: #fff; }
@@ -41,8 +42,9 @@ h1 { font-size: 18pt; margin-bottom: 0.2em; } h2 { font-size: 14pt; border-botto
 table { border-collapse: collapse; width: 100%; margin: 0.5em 0; }
 td, th { border: 1px solid #bbb; padding: 3px 6px; vertical-align: top; text-align: left;
          overflow-wrap: break-word; word-break: normal; }
-@media screen { .wide { overflow-x: auto; } } table.fixed { table-layout: fixed; min-width: 40em; }
-table.fixed td, table.fixed th { hyphens: manual; } .nb { white-space: nowrap; }
+table.fixed { table-layout: fixed; } table.fixed td, table.fixed th { hyphens: manual; }
+@media screen { .wide { overflow-x: auto; } table.fixed { min-width: 48em; } }
+.nb { white-space: nowrap; }
 .digests td { font-size: 9.5pt; } .digests tbody { break-inside: avoid; }
 .digests tr.digest td { border-top: none; }
 figcaption { font-size: 9.5pt; color: #333; }
@@ -58,7 +60,8 @@ page-break-inside: avoid; }
 def _e(value: object) -> str:
     """Escaped text in which a run of more than LONGEST_UNBROKEN characters without a space
     (a digest, a URL, a hostile string) may break every LONGEST_UNBROKEN characters (<wbr>),
-    so no cell is wider than the page and words are never broken. Control and bidirectional
+    so no cell is wider than the page and words are never broken; a shorter one with a
+    hyphen (a date, a device id) is kept on one line (.nb). Control and bidirectional
     characters (records older than the check at entry may hold them) are shown as ``\\uXXXX``
     instead of reordering or hiding what follows (issue 33)."""
     parts = []
@@ -67,6 +70,8 @@ def _e(value: object) -> str:
             run_parts = [run[i:i + LONGEST_UNBROKEN] for i in range(0, len(run),
                                                                     LONGEST_UNBROKEN)]
             parts.append("<wbr>".join(escape(piece) for piece in run_parts))
+        elif "-" in run:  # a browser breaks after a hyphen: "2026-" / "06-01", "glencoe-" / "0007"
+            parts.append(f"<span class='nb'>{escape(run)}</span>")
         else:
             parts.append(escape(run))
     return "".join(parts)
@@ -82,13 +87,13 @@ def _e_digests(value: object) -> str:
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]],
            widths: Sequence[int] = (), css_class: str = "") -> str:
-    """Rows of already escaped HTML. With ``widths`` (percent, one per column) the table's
-    columns are set (.fixed) and it scrolls sideways where the screen is narrower."""
+    """Rows of already escaped HTML, scrolling sideways where the screen is narrower. With
+    ``widths`` (percent, one per column) the table's columns are set (.fixed)."""
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>"
                    for row in rows)
-    if not widths:
-        return f"<table><tr>{head}</tr>{body}</table>"
+    if not widths:  # on a narrow screen it too scrolls sideways rather than the page
+        return f"<div class='wide'><table><tr>{head}</tr>{body}</table></div>"
     columns = "".join(f"<col style='width: {w}%'>" for w in widths)
     return (f"<div class='wide'><table class='fixed {css_class}'><colgroup>{columns}"
             f"</colgroup><tr>{head}</tr>{body}</table></div>")
@@ -410,6 +415,7 @@ def render_html(data: ReportData, paper: str = DEFAULT_PAPER) -> str:
     verified = sum(w.check.state == VERIFIED for w in data.windows)
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>Barkwatch evidence report, complaint #{view.complaint.id}</title>"
         f"<style>{page_css(paper)}{CSS}</style></head><body>"
         f"<h1>Barking-dog evidence report &mdash; complaint #{view.complaint.id}</h1>"
