@@ -1,6 +1,12 @@
-"""``barkwatch-train privacy``: STOI of speech rebuilt from wire v1 and v2, on held-out voices.
+"""``barkwatch-train privacy``: what an attacker gets of speech from the wire.
 
     barkwatch-train privacy --corpus ../shared/corpus/extra --out privacy.json
+    barkwatch-train privacy --attack words --corpus ../shared/corpus/words --floor 35 --out w.json
+    barkwatch-train privacy --attack voices --corpus ../shared/corpus/extra --out v.json
+
+``--attack words`` and ``--attack voices`` (issue 34): which digit was said and who said it,
+from the frames of a continuous 48 kHz stream (:mod:`training.privacy_attacks`). The default,
+``--attack rebuild``, is issue 24's STOI test:
 
 Reads the corpus's speech clips (manifest label ``speech``; ``group`` is the voice), computes
 what v1 and v2 carry for each (:mod:`training.privacy`), trains the learned attack on the
@@ -16,6 +22,8 @@ import argparse
 import json
 import logging
 import pickle
+import shlex
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +48,7 @@ from training.privacy import (
     stoi,
     v1_content,
 )
+from training.privacy_attacks import add_recognition_arguments, run_recognition, validated
 from training.privacy_net import FIELDS, AttackInputs, train_attack
 
 log = logging.getLogger(__name__)
@@ -199,16 +208,27 @@ def evaluate(
 
 def add_privacy_parser(commands: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = commands.add_parser(
-        "privacy", help="STOI of speech rebuilt from wire v1 and v2 (issue 24, item 6)",
-        description="Rebuild the corpus's speech from what wire v1 and v2 carry (Griffin-Lim, a "
-        "band-envelope vocoder, a network trained on other voices) and report STOI against "
-        "the originals on held-out voices.",
+        "privacy", help="what an attacker recovers of speech from the wire: waveforms (STOI), "
+        "words, voices (issues 24 and 34)",
+        description="--attack rebuild (default): rebuild the corpus's speech from what wire v1 "
+        "and v2 carry (Griffin-Lim, a band-envelope vocoder, a network trained on other "
+        "voices) and report STOI against the originals on held-out voices. --attack words / "
+        "voices: recognise spoken digits (leave one speaker out) or speakers (on words unseen "
+        "in training) from the frames the installed sensor and wire send for a continuous "
+        "48 kHz stream, per group of wire fields, with each figure's chance level.",
+    )  # fmt: skip
+    parser.add_argument(
+        "--attack", choices=("rebuild", "words", "voices"), default="rebuild",
+        help="rebuild: waveforms from the wire, scored by STOI (the corpus's 'speech' clips); "
+        "words: which spoken digit (--corpus words/); voices: which speaker (--corpus words/ "
+        "for its 6 speakers, or extra/ for the one-channel voices of --voices)",
     )  # fmt: skip
     parser.add_argument(
         "--corpus",
         type=Path,
         required=True,
-        help="corpus folder whose manifest.csv has clips labelled 'speech'",
+        help="corpus folder with a manifest.csv: clips labelled 'speech' (rebuild, voices), "
+        "or the spoken digits' words/ (words, voices)",
     )
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     parser.add_argument("--held-out", action="append", default=[], metavar="VOICE",
@@ -230,7 +250,8 @@ def add_privacy_parser(commands: Any) -> argparse.ArgumentParser:
         f"{', '.join(FIELDS)}, optionally '@N' to coarsen the envelope over N "
         "20 ms steps (repeatable; default: all fields, and all fields @25)",
     )
-    parser.add_argument("--limit", type=int, default=0, help="use about this many clips (0: all)")
+    parser.add_argument("--limit", type=int, default=0,
+                        help="use about this many clips, every k-th of the manifest (0: all)")
     parser.add_argument(
         "--learned-only",
         action="store_true",
@@ -240,8 +261,9 @@ def add_privacy_parser(commands: Any) -> argparse.ArgumentParser:
         "--cache",
         type=Path,
         metavar="FILE",
-        help="keep the clips' wire content in FILE and reuse it on the next run",
+        help="rebuild: keep the clips' wire content in FILE and reuse it on the next run",
     )
+    add_recognition_arguments(parser)
     return parser
 
 
@@ -261,6 +283,8 @@ def run_privacy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     logging.getLogger("sensor.frames").setLevel(logging.ERROR)  # 16 kHz corpus: known
     if not (args.corpus / "manifest.csv").is_file():
         parser.error(f"{args.corpus}/manifest.csv not found")
+    if args.attack != "rebuild":
+        return _run_recognition(args, parser)
     if args.train_steps < 1:
         parser.error(f"--train-steps {args.train_steps}: must be at least 1")
     learned = _learned_inputs(parser, args.learned)
@@ -276,4 +300,22 @@ def run_privacy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     if args.out:
         args.out.write_text(text)
     log.info("privacy figures:\n%s", text)
+    return 0
+
+
+def _run_recognition(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from analyzer.cli.progress import progress_bar
+
+    validated(args, parser)
+    try:
+        with progress_bar("sensor and wire", "s", quiet=False) as progress:
+            report = {"command": shlex.join(["barkwatch-train", *sys.argv[1:]])
+                      if Path(sys.argv[0]).name == "barkwatch-train" else None,
+                      **run_recognition(args, progress)}  # fmt: skip
+    except ValueError as error:  # a corpus or split the attack cannot use
+        parser.error(str(error))
+    text = json.dumps(report, indent=2) + "\n"
+    if args.out:
+        args.out.write_text(text)
+    log.info("%s attack:\n%s", args.attack, text)
     return 0
