@@ -33,6 +33,7 @@ from training.privacy_stream import (
     laeq_db,
     plan_stream,
     stream_blocks,
+    stream_seconds,
 )
 
 FIXTURE = Path(__file__).parent / "fixtures" / "speech-conf-getconfno.wav"
@@ -109,6 +110,8 @@ class WireLikeFrame:
     bands_db: np.ndarray
     embeddings: np.ndarray
     model_versions: str = "test"
+    hop_s: float = 0.02
+    dog_steps: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.float32))
 
 
 def gated_frames(utterances: list[Utterance], seconds: int) -> list[WireLikeFrame]:
@@ -128,7 +131,7 @@ def test_a_group_the_wire_leaves_empty_is_zeros_and_scores_exactly_chance() -> N
     utterances = balanced_utterances()
     conditions = StreamConditions(floor_db=None, seed=1)
     placements = plan_stream(utterances, conditions)
-    seconds = placements[-1].slot_start_s + placements[-1].slot_s
+    seconds = stream_seconds(placements)
     features = features_of_frames(gated_frames(utterances, seconds), utterances, placements, 3)
     assert not features.carried("embeddings")
     assert not np.any(features.matrix("embeddings"))
@@ -143,7 +146,7 @@ def test_a_group_the_wire_leaves_empty_is_zeros_and_scores_exactly_chance() -> N
 def test_an_utterances_frames_are_those_from_its_onset() -> None:
     utterances = balanced_utterances()
     placements = plan_stream(utterances, StreamConditions(floor_db=None, seed=4))
-    seconds = placements[-1].slot_start_s + placements[-1].slot_s
+    seconds = stream_seconds(placements)
     frames = gated_frames(utterances, seconds)
     features = features_of_frames(frames, utterances, placements, 3)
     for placement in placements:
@@ -168,10 +171,24 @@ def test_patches_land_in_the_slot_their_start_time_says() -> None:
     assert list(slots) == list(expected)
 
 
+def test_a_time_series_is_aligned_on_the_onset_step_by_step() -> None:
+    utterances = balanced_utterances()
+    placements = plan_stream(utterances, StreamConditions(floor_db=None, seed=7))
+    seconds = stream_seconds(placements)
+    frames = [dataclasses.replace(frame, dog_steps=np.arange(50, dtype=np.float32) + 50 * k)
+              for k, frame in enumerate(gated_frames(utterances, seconds))]  # each: its step
+    features = features_of_frames(frames, utterances, placements, 3)
+    for placement in placements:
+        steps = features.fields["dog_steps"][placement.index]  # 2 s from 0.5 s before onset
+        assert steps.size == 100 and np.all(np.diff(steps) == 1.0)
+        first_s = steps[0] * 0.02
+        assert placement.onset_s - 0.5 - 1e-6 <= first_s < placement.onset_s - 0.48
+
+
 def test_features_survive_their_cache(tmp_path: Path) -> None:
     utterances = balanced_utterances()
     placements = plan_stream(utterances, StreamConditions(floor_db=None, seed=1))
-    seconds = placements[-1].slot_start_s + placements[-1].slot_s
+    seconds = stream_seconds(placements)
     features = features_of_frames(gated_frames(utterances, seconds), utterances, placements, 3)
     save_features(features, tmp_path / "f.npz")
     again: Features = load_features(tmp_path / "f.npz")
@@ -224,7 +241,6 @@ def test_the_commands_help_says_what_each_attack_option_does(
 
 def test_a_streams_features_come_from_the_sensors_decoded_frames(speech: Utterance) -> None:
     from training.privacy_features import stream_features
-    from training.privacy_stream import stream_seconds
 
     utterances = [speech, dataclasses.replace(speech, clip_id="again")]
     conditions = StreamConditions(speech_db=70.0, floor_db=35.0, seed=1)

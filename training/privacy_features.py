@@ -9,13 +9,16 @@ taken (scalars, and arrays flattened), except those that describe the frame rath
 sound (:data:`NOT_SOUND`); a field the wire leaves empty or absent in a frame reads as zeros,
 so a group of fields that is empty on the wire gives the classifier nothing (chance).
 
-An utterance's vector, field by field: the ``FRAMES`` frames from the one its onset falls in
-(each padded with zeros to the field's largest size in the stream), and for the per-patch
-fields (YAMNet's embeddings and scores, a patch every 0.48 s) the ``PATCH_SLOTS`` patches
-starting in the 1.92 s from 0.96 s before the onset, each in the slot its start time says.
-Utterances of the Free Spoken Digit Dataset last 0.42 s in the median and under 1 s in 99 %,
-so two frames cover them. The onset is given to the attacker: an upper bound on what one who
-must first find the speech can do.
+An utterance's vector, field by field, aligned on its onset where the wire says when a value
+was measured: the time series inside a frame (``dog_s`` per 20 ms step, the 0.5 s envelope
+blocks) from 0.5 s before the onset for 2 s, each element in the slot its start time says;
+the per-patch fields (YAMNet's embeddings and scores, a patch every 0.48 s) the
+``PATCH_SLOTS`` patches starting in the 1.92 s from 0.96 s before the onset; every other field
+(levels, bands: one per second) from the ``FRAMES`` frames from the one the onset falls in,
+each padded with zeros to the field's largest size in the stream. Utterances of the Free
+Spoken Digit Dataset last 0.42 s in the median and under 1 s in 99 %, so these windows cover
+them. The onset is given to the attacker: an upper bound on what one who must first find the
+speech can do.
 
 Feature groups (:data:`GROUPS`) name fields of the wire; a field not named in any goes into
 ``all`` only (and is logged), so a new wire version is measured without a change here.
@@ -57,6 +60,11 @@ NOT_SOUND = frozenset({
 })  # fmt: skip
 # Fields with one row per YAMNet patch (wire: ``emb``, ``ys``, ``dg``).
 PATCH_FIELDS = frozenset({"embeddings", "class_scores", "patch_dog_scores"})
+# Time series within a frame, with the field giving their step (``dog_s``, ``laeq_s``, ``laf_s``)
+SERIES_FIELDS = {"dog_steps": "hop_s", "laeq_blocks_db": "envelope_hop_s",
+                 "laf_blocks_db": "envelope_hop_s"}  # fmt: skip
+SERIES_LEAD_S = 0.5  # a time series' window: from 0.5 s before the onset ...
+SERIES_SPAN_S = 2.0  # ... for 2 s
 SPECTRUM_FIELDS = frozenset({"bands_db", "laeq_blocks_db", "laf_blocks_db"})
 LEVEL = "level"  # the group of every scalar field (a sound level meter's display)
 GROUPS: dict[str, frozenset[str] | None] = {
@@ -151,57 +159,82 @@ def wire_frames(blocks: Iterable[np.ndarray], conditions: StreamConditions) -> I
         yield decode_frame(encode_frame(frame))
 
 
+def _timed_hop_s(frame: Any, name: str) -> float | None:
+    """Seconds between the elements of a timed field of ``frame`` (the wire's contract: patch
+    i at ``p0 + i * 0.48 s``, ``dog_s`` step k at ``t + k * hop``, envelope block k at
+    ``t + k * env_hop``); None for a field that is not a time series (bands, levels)."""
+    from sensor.wire import PATCH_HOP_NS
+
+    if name in PATCH_FIELDS:
+        return PATCH_HOP_NS / 1e9
+    hop = getattr(frame, SERIES_FIELDS.get(name, ""), None)
+    return None if hop is None else float(hop)
+
+
 @dataclass
 class _Timeline:
-    """The decoded frames' values by frame index (second) and patch start time."""
+    """The decoded frames' values: per frame index (second), and for the timed fields every
+    element (or patch row) with its start time."""
 
     frames: dict[int, dict[str, np.ndarray]]
-    patches: dict[str, list[tuple[float, np.ndarray]]]
+    times: dict[str, list[np.ndarray]]
+    rows: dict[str, list[np.ndarray]]
+    hops: dict[str, float]
     widths: dict[str, int]
     scalar: set[str]
 
     def add(self, frame: Any, values: dict[str, np.ndarray]) -> None:
-        from sensor.wire import PATCH_HOP_NS  # the wire's contract: patch i at p0 + i hop
-
-        second = round(frame.capture_ns / 1e9)
+        start_s = frame.capture_ns / 1e9
         per_frame = {}
         for name, value in values.items():
-            if name in PATCH_FIELDS:
-                for i, row in enumerate(value):
-                    start_s = (frame.patch_start_ns + i * PATCH_HOP_NS) / 1e9
-                    self.patches.setdefault(name, []).append((start_s, row))
-                    self.widths[name] = max(self.widths.get(name, 0), row.size)
-                self.widths.setdefault(name, 0)
-            else:
+            hop = _timed_hop_s(frame, name)
+            if hop is None:
                 per_frame[name] = value
                 self.widths[name] = max(self.widths.get(name, 0), value.size)
-                if getattr(frame, name) is not None and np.ndim(getattr(frame, name)) == 0:
+                if np.ndim(getattr(frame, name)) == 0:
                     self.scalar.add(name)
-        self.frames[second] = per_frame
+                continue
+            rows = value if value.ndim == 2 else value.reshape(-1, 1)
+            first = frame.patch_start_ns / 1e9 if name in PATCH_FIELDS else start_s
+            self.hops[name] = hop
+            self.widths[name] = max(self.widths.get(name, 0), rows.shape[1] if len(rows) else 0)
+            if len(rows):
+                self.times.setdefault(name, []).append(first + hop * np.arange(len(rows)))
+                self.rows.setdefault(name, []).append(rows)
+        self.frames[round(start_s)] = per_frame
+
+    def window(self, name: str) -> tuple[float, int]:
+        """(seconds before the onset, slots) of a timed field's window around an utterance."""
+        hop = self.hops[name]
+        if name in PATCH_FIELDS:
+            return PATCH_LEAD_S, round(2 * PATCH_LEAD_S / hop)
+        return SERIES_LEAD_S, round(SERIES_SPAN_S / hop)
 
 
 def _vectors(timeline: _Timeline, placements: Sequence[Placement], n: int) -> dict[str, np.ndarray]:
-    out = {name: np.zeros((n, width * (PATCH_SLOTS if name in PATCH_FIELDS else FRAMES)),
-                          dtype=np.float32)
-           for name, width in timeline.widths.items()}  # fmt: skip
-    for rows in timeline.patches.values():
-        rows.sort(key=lambda item: item[0])
-    starts = {name: np.array([s for s, _ in rows]) for name, rows in timeline.patches.items()}
+    out = {}
+    for name, width in timeline.widths.items():
+        columns = width * (timeline.window(name)[1] if name in timeline.hops else FRAMES)
+        out[name] = np.zeros((n, columns), dtype=np.float32)
     for placement in placements:
-        row = placement.index
         first = math.floor(placement.onset_s)
         for j in range(FRAMES):
             for name, value in timeline.frames.get(first + j, {}).items():
                 width = timeline.widths[name]
-                out[name][row, j * width : j * width + value.size] = value
-        lead = placement.onset_s - PATCH_LEAD_S
-        for name, rows in timeline.patches.items():
-            width = timeline.widths[name]
-            hop = PATCH_LEAD_S * 2 / PATCH_SLOTS
-            lo, hi = np.searchsorted(starts[name], [lead, lead + PATCH_SLOTS * hop])
-            for start_s, value in rows[lo:hi]:
-                slot = min(PATCH_SLOTS - 1, int((start_s - lead) / hop))
-                out[name][row, slot * width : slot * width + value.size] = value
+                out[name][placement.index, j * width : j * width + value.size] = value
+    for name in timeline.rows:
+        times = np.concatenate(timeline.times[name])
+        rows = np.concatenate(timeline.rows[name])
+        order = np.argsort(times, kind="stable")
+        times, rows = times[order], rows[order]
+        lead_s, slots = timeline.window(name)
+        hop, width = timeline.hops[name], timeline.widths[name]
+        for placement in placements:
+            begin = placement.onset_s - lead_s
+            lo, hi = np.searchsorted(times, [begin - 1e-9, begin + slots * hop - 1e-9])
+            for t, value in zip(times[lo:hi], rows[lo:hi], strict=True):
+                slot = min(slots - 1, max(0, math.floor((t - begin) / hop + 1e-6)))
+                out[name][placement.index, slot * width : slot * width + value.size] = value
     return out
 
 
@@ -235,7 +268,7 @@ def features_of_frames(
     wire_version: int,
 ) -> Features:  # fmt: skip
     """Each utterance's vector from decoded frames (capture time 0 at the stream's start)."""
-    timeline = _Timeline({}, {}, {}, set())
+    timeline = _Timeline({}, {}, {}, {}, {}, set())
     for frame in frames:
         timeline.add(frame, frame_values(frame))
     named = set().union(*(g for g in GROUPS.values() if g is not None))
@@ -276,7 +309,8 @@ def cache_key(utterances: Sequence[Utterance], conditions: StreamConditions) -> 
     digest of their samples) and :func:`sensor_digest`."""
     digest = hashlib.sha256(json.dumps({
         "conditions": dataclasses.asdict(conditions), "frames": FRAMES, "slots": PATCH_SLOTS,
-        "lead": PATCH_LEAD_S, "not_sound": sorted(NOT_SOUND), "sensor": sensor_digest(),
+        "lead": PATCH_LEAD_S, "series": [SERIES_LEAD_S, SERIES_SPAN_S, SERIES_FIELDS],
+        "not_sound": sorted(NOT_SOUND), "sensor": sensor_digest(), "layout": 3,
     }, sort_keys=True).encode())  # fmt: skip
     for utterance in utterances:
         digest.update(utterance.clip_id.encode())

@@ -7,7 +7,7 @@ lays the corpus's utterances one after another into one stream at the capture ra
 - each utterance gets a slot of whole seconds, ``2 + ceil(duration)`` long; it starts at a
   random offset inside the slot's second second (``1 + U[0, 1)`` s into the slot), so one
   second of floor leads it and at least one trails it, and no other utterance shares its frames
-  or the YAMNet patches around it;
+  or the YAMNet patches around it; a second of floor ends the stream;
 - the order of the utterances is shuffled; order and offsets come from ``seed``;
 - each utterance is scaled so that its LAeq over its own duration is ``speech_db`` (dB SPL,
   A-weighted; 70 dB is raised conversation at 1 m), over a continuous floor of pink noise
@@ -37,6 +37,7 @@ from scipy.signal import lfilter, resample_poly
 CAPTURE_RATE = 48_000  # Hz: what deployed sensors capture at (README)
 FULL_SCALE_DB = 120.0  # dB SPL of an RMS of full scale: the default calibration
 LEAD_S = 1  # whole seconds of floor before each utterance's second
+TRAIL_S = 1  # a second of floor after the last slot: the last utterance's windows end in it
 # Paul Kellet's -3 dB/octave filter (the "economy" pink-noise filter, accurate to about
 # 0.05 dB from 9 Hz to Nyquist at 44.1 kHz): white noise through it is pink.
 PINK_B = np.array([0.049922035, -0.095993537, 0.050612699, -0.004408786])
@@ -223,8 +224,8 @@ def plan_stream(utterances: Sequence[Utterance], conditions: StreamConditions) -
 
 
 def stream_seconds(placements: Sequence[Placement]) -> int:
-    """Length of the planned stream in whole seconds."""
-    return placements[-1].slot_start_s + placements[-1].slot_s if placements else 0
+    """Length of the planned stream in whole seconds (its slots and a trailing second)."""
+    return placements[-1].slot_start_s + placements[-1].slot_s + TRAIL_S if placements else 0
 
 
 class PinkFloor:
@@ -265,3 +266,5 @@ def stream_blocks(
         slot[start : start + voice.size] += voice[: placement.n_samples]
         for second in range(placement.slot_s):
             yield slot[second * rate : (second + 1) * rate]
+    for _ in range(TRAIL_S):
+        yield np.zeros(rate) if floor is None else floor.block(rate)
