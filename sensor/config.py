@@ -10,6 +10,7 @@ from sensor.calibration import DEFAULT_FULL_SCALE_DB
 from sensor.configfile import describe, load, setting
 from sensor.errors import ConfigError
 from sensor.frames import MeasurementOptions
+from sensor.gate import GateSettings
 from sensor.outbox import DEFAULT_MAX_FRAMES
 from sensor.tls import tls_context
 from sensor.wire import DEVICE_ID_PATTERN, MAX_CALIBRATION_CHARS, SUPPORTED_SAMPLE_RATES
@@ -211,6 +212,7 @@ class SensorConfig:
     measurement: MeasurementSettings = setting(MeasurementSettings(), "measurement")
     mqtt: MqttSettings = setting(MqttSettings(), "broker")
     outbox: OutboxSettings = setting(OutboxSettings(), "outbox")
+    privacy: GateSettings = setting(GateSettings(), "the speech gate (wire v3)")
 
 
 def load_sensor_config(path: str) -> SensorConfig:

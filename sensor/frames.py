@@ -26,6 +26,7 @@ import numpy as np
 from sensor.bands import ThirdOctaveBank
 from sensor.errors import AudioInputError
 from sensor.features import HOP_S, MelFeatures
+from sensor.gate import GateSettings, SpeechGate
 from sensor.kernels import sosfilt
 from sensor.levels import LevelMeter
 from sensor.scoring import Patches, SensorNetworks
@@ -130,6 +131,9 @@ class FrameBuilder:
     the next second). ``skip`` records lost samples (a dropped capture block): the frames held
     are completed as at the end of a stream and returned, the partial second is discarded and
     capture time moves on by the samples lost. ``networks`` may be shared set-up (tests).
+    Each frame comes with its speech gate decided (:mod:`sensor.gate`, ``gate``: its
+    thresholds): what it will carry on the wire; in memory it keeps everything. The gate
+    looks one second ahead, so a frame comes out a second after the CNN has scored it.
     """
 
     def __init__(
@@ -142,6 +146,7 @@ class FrameBuilder:
         calibration_date: str = "",
         options: MeasurementOptions | None = None,
         networks: SensorNetworks | None = None,
+        gate: GateSettings | None = None,
     ) -> None:
         if sample_rate not in SUPPORTED_SAMPLE_RATES:
             raise AudioInputError(
@@ -168,6 +173,8 @@ class FrameBuilder:
         self.bank = ThirdOctaveBank(sample_rate, full_scale_db)
         self.mel = MelFeatures(sample_rate, full_scale_db)
         self.networks = networks or SensorNetworks(sample_rate)
+        yamnet = self.networks.yamnet
+        self.gate = SpeechGate(yamnet.class_names, yamnet.dog_indices, gate)
         # measured, waiting for their dog scores; each with its number of 20 ms steps
         self._held: deque[tuple[Frame, int]] = deque()
         self._scores = np.zeros(0, dtype=np.float32)  # final CNN scores not yet in a frame
@@ -235,7 +242,7 @@ class FrameBuilder:
         scores, patches = self.networks.flush(pad_patches)
         self._scores = np.concatenate([self._scores, scores])
         self._patches.append(patches)
-        frames = self._completed()
+        frames = self.gate.push(self._completed()) + self.gate.flush()
         self._scores = np.zeros(0, dtype=np.float32)
         self._patches = []
         return frames
@@ -331,7 +338,7 @@ class FrameBuilder:
         )
         self.next_seq += 1
         self._held.append((frame, steps.laeq_db.size))
-        return self._completed()
+        return self.gate.push(self._completed())
 
 
 def frames_from_samples(

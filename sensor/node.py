@@ -150,6 +150,7 @@ def run_node(
             first_seq=outbox.next_seq(),
             calibration_date=config.calibration.date,
             options=config.measurement.options(),
+            gate=config.privacy,
         )
         blocks: Iterable[AudioBlock] = source
         if start_ns is None:

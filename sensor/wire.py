@@ -1,4 +1,11 @@
-"""Wire format v2: one msgpack map per one-second frame, arrays as packed little-endian numbers.
+"""Wire format v3: one msgpack map per one-second frame, arrays as packed little-endian numbers.
+
+v3 (issue 34) adds the speech gate's ``g`` (:mod:`sensor.gate`): a ``"dog"`` frame carries
+every field below; a ``"quiet"`` one withholds the scores and patches (``dog_s``, ``p0``,
+``emb``, ``ys``, ``dg``); a ``"speech"`` one withholds those and the spectrum and envelopes
+(``b0``, ``bands``, ``env_hop``, ``laeq_s``, ``laf_s``) too, leaving the levels a sound level
+meter shows. A withheld field that is present is refused; decoding fills it as nothing found.
+v1 and v2 are refused with a message that says the sensor must be upgraded.
 
 The sensor owns this format; the analyzer imports it. Every field is validated on decode (and
 before encoding, so a sensor never sends what an analyzer refuses) and an error names the
@@ -27,7 +34,8 @@ from the capture (``sensor.resample``, ``sensor.yamnet_features``).
 ===========  =========  ===========================================================
 key          type       meaning
 ===========  =========  ===========================================================
-``v``        int        schema version, always 2 (1 is refused: the sensor must be upgraded)
+``v``        int        schema version, always 3 (1 and 2 are refused: upgrade the sensor)
+``g``        str        the speech gate: ``dog``, ``quiet`` or ``speech`` (what is withheld)
 ``dev``      str        device id, ``[a-z0-9][a-z0-9_-]{0,63}`` (at most 64 characters)
 ``seq``      int        sequence number, per device, never reused (survives restarts)
 ``t``        int        capture time of the frame's first sample, ns since the Unix epoch (UTC)
@@ -83,7 +91,9 @@ import numpy as np
 
 from sensor.errors import WireError, WireReason
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+GATE_DOG, GATE_QUIET, GATE_SPEECH = "dog", "quiet", "speech"
+GATES = (GATE_DOG, GATE_QUIET, GATE_SPEECH)
 # The topic tree keeps its v1 name: topics, ACLs and retained status did not change, and a
 # sensor not yet upgraded then still reaches the analyzer, which refuses and counts its frames
 # (reason "version") instead of never seeing them.
@@ -187,6 +197,9 @@ class Frame:
     clock_step_ns: int = 0
     # the fine-tuned network's dog score per patch (``dg``), None from a YAMNet-only sensor
     patch_dog_scores: np.ndarray | None = field(default=None, repr=False)
+    # what the frame carries on the wire (``g``, wire v3, :mod:`sensor.gate`): everything
+    # (GATE_DOG), levels and spectrum (GATE_QUIET) or levels only (GATE_SPEECH)
+    gate: str = "dog"
 
     @property
     def duration_s(self) -> float:
@@ -237,7 +250,8 @@ def steps_of_blocks(blocks: np.ndarray, steps_per_block: int, n_steps: int) -> n
 
 
 def encode_frame(frame: Frame) -> bytes:
-    """Serialise a frame to wire format v2; raise WireError for a frame the decoder refuses.
+    """Serialise a frame to wire format v3 (what its gate allows); raise WireError for a frame
+    the decoder refuses.
 
     The same checks as :func:`decode_frame` run on the payload before it is packed, so a
     sensor never queues a frame that every analyzer would drop.
@@ -254,7 +268,7 @@ def encode_frame(frame: Frame) -> bytes:
     return data
 
 
-def _payload_of(frame: Frame) -> dict[str, Any]:
+def _full_payload_of(frame: Frame) -> dict[str, Any]:
     return {
         "v": SCHEMA_VERSION,
         "dev": frame.device_id,
@@ -288,8 +302,19 @@ def _payload_of(frame: Frame) -> dict[str, Any]:
         "emb": _matrix_bytes(frame.embeddings, EMBEDDING_SIZE, "emb"),
         "ys": _matrix_bytes(frame.class_scores, N_CLASSES, "ys"),
         "mv": frame.model_versions,
+        "g": frame.gate,
     } | ({"cstep": int(frame.clock_step_ns)} if frame.clock_step_ns else {}) | (
         {"dg": _patch_scores_bytes(frame)} if frame.patch_dog_scores is not None else {})
+
+
+def _payload_of(frame: Frame) -> dict[str, Any]:
+    """The payload of ``frame`` with only what its gate lets leave the sensor."""
+    if frame.gate not in GATES:
+        raise WireError(f"field 'g': {_shown(frame.gate)} is not one of {', '.join(GATES)}",
+                        WireReason.OUT_OF_RANGE)
+    withheld = _WITHHELD[frame.gate]
+    return {key: value for key, value in _full_payload_of(frame).items()
+            if key not in withheld}
 
 
 def _patch_scores_bytes(frame: Frame) -> bytes:
@@ -343,6 +368,14 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "mv": str,
 }
 _OPTIONAL_FIELDS: dict[str, type] = {"cstep": int, "dg": bytes}
+# What each gate keeps off the wire (wire v3, issue 34): a second with speech and no dog
+# activity carries what a sound level meter's display shows; a second with neither, the
+# spectrum and envelopes too (background for the 100 ft estimate); a dog's, everything.
+_SPECTRUM = frozenset({"b0", "bands", "env_hop", "laeq_s", "laf_s"})
+_SCORES = frozenset({"dog_s", "p0", "emb", "ys", "dg"})
+_WITHHELD: dict[str, frozenset[str]] = {
+    GATE_DOG: frozenset(), GATE_QUIET: _SCORES, GATE_SPEECH: _SPECTRUM | _SCORES}
+_FIELDS["g"] = str
 MAX_CLOCK_STEP_NS = 10 * 365 * 86400 * 10**9  # a step beyond ten years is no clock's correction
 
 
@@ -405,7 +438,7 @@ def _key_shown(key: object) -> str:
 
 
 def decode_frame(data: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> Frame:
-    """Parse and validate a wire-format v2 frame; raise WireError naming what was wrong.
+    """Parse and validate a wire-format v3 frame; raise WireError naming what was wrong.
 
     Any byte string gives a Frame or a WireError, never another exception.
     """
@@ -442,7 +475,14 @@ def _validated(payload: object) -> Frame:
     if type(version) is int and version == 1:
         raise WireError(
             "field 'v': wire format v1 is no longer accepted (it carried mel spectra that speech "
-            "can be rebuilt from); upgrade the sensor's software to wire format v2",
+            "can be rebuilt from); upgrade the sensor's software to wire format v3",
+            WireReason.VERSION,
+        )
+    if type(version) is int and version == 2:
+        raise WireError(
+            "field 'v': wire format v2 is no longer accepted (its per-second spectra, envelopes "
+            "and embeddings let words and voices be recognised in seconds of speech); upgrade "
+            "the sensor's software to wire format v3",
             WireReason.VERSION,
         )
     if type(version) is not int or version != SCHEMA_VERSION:
@@ -451,9 +491,19 @@ def _validated(payload: object) -> Frame:
             f"(expected {SCHEMA_VERSION})",
             WireReason.VERSION,
         )
-    missing = sorted(set(_FIELDS) - set(payload))
+    gate = payload.get("g")
+    if not isinstance(gate, str) or gate not in GATES:
+        raise WireError(f"field 'g': {_shown(gate)} is not one of {', '.join(GATES)}",
+                        WireReason.MISSING_FIELD if gate is None else WireReason.OUT_OF_RANGE)
+    withheld = _WITHHELD[gate]
+    expected = {key: kind for key, kind in _FIELDS.items() if key not in withheld}
+    missing = sorted(set(expected) - set(payload))
     if missing:
         raise WireError(f"missing field(s): {', '.join(missing)}", WireReason.MISSING_FIELD)
+    sent = sorted(key for key in payload if isinstance(key, str) and key in withheld)
+    if sent:
+        raise WireError(f"field(s) {', '.join(sent)}: not sent in a {gate!r} frame (the "
+                        "speech gate keeps them on the sensor)", WireReason.UNKNOWN_FIELD)
     # Keys may be str or bytes (msgpack's str and bin): never compare them with each other.
     unknown = sorted(
         _key_shown(key)
@@ -464,7 +514,7 @@ def _validated(payload: object) -> Frame:
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
         raise WireError(f"unknown field(s): {', '.join(unknown[:5])}{more}",
                         WireReason.UNKNOWN_FIELD)
-    for key, kind in _FIELDS.items():
+    for key, kind in expected.items():
         value = payload[key]
         if (isinstance(value, bool) and kind is not bool) or not isinstance(value, kind):
             kinds = kind if isinstance(kind, tuple) else (kind,)
@@ -513,7 +563,7 @@ def _validated(payload: object) -> Frame:
                         WireReason.OUT_OF_RANGE)
     if not 0 <= payload["clip"] <= payload["n"]:
         raise WireError(f"field 'clip': {payload['clip']} is out of range", WireReason.OUT_OF_RANGE)
-    if not -20 <= payload["b0"] <= 13:
+    if not -20 <= payload.get("b0", 0) <= 13:
         raise WireError(f"field 'b0': band index {payload['b0']} is out of range",
                         WireReason.OUT_OF_RANGE)
     dc_offset = float(payload["dc"])
@@ -526,31 +576,16 @@ def _validated(payload: object) -> Frame:
     hop_s = float(payload["hop"])
     if not 0.001 <= hop_s <= 1.0:
         raise WireError(f"field 'hop': {hop_s} s is out of range", WireReason.OUT_OF_RANGE)
+    if gate != GATE_DOG:
+        return _gated(payload, gate, device_id, calibration_date, dc_offset, hop_s,
+                      clock_step_ns)
 
-    bands = _array(payload["bands"], "<f4", "bands")
-    if not 0 < bands.size <= MAX_BANDS:
-        raise WireError(f"field 'bands': {bands.size} bands is out of range",
-                        WireReason.OUT_OF_RANGE)
-    envelope_hop_s = float(payload["env_hop"])
-    if not MIN_ENVELOPE_HOP_S <= envelope_hop_s <= MAX_ENVELOPE_HOP_S:
-        why = " (a finer envelope carries speech)" if envelope_hop_s < MIN_ENVELOPE_HOP_S else ""
-        raise WireError(
-            f"field 'env_hop': {envelope_hop_s} s is outside {MIN_ENVELOPE_HOP_S:g}.."
-            f"{MAX_ENVELOPE_HOP_S:g} s{why}",
-            WireReason.OUT_OF_RANGE if math.isfinite(envelope_hop_s) else WireReason.NOT_FINITE,
-        )
-    steps_per_block = round(envelope_hop_s / hop_s)
-    if abs(steps_per_block * hop_s - envelope_hop_s) > 1e-6 * envelope_hop_s:
-        raise WireError(f"field 'env_hop': {envelope_hop_s} s is not a whole number of 'hop' "
-                        f"({hop_s} s)", WireReason.OUT_OF_RANGE)
     dog_steps = _array(payload["dog_s"], "<f2", "dog_s")
     if not 0 < dog_steps.size <= MAX_STEPS:
         raise WireError(f"field 'dog_s': {dog_steps.size} steps is out of range",
                         WireReason.OUT_OF_RANGE)
     _bounded(dog_steps, 0.0, 1.0, "dog_s", "score")
-    n_blocks = blocks_needed(dog_steps.size, steps_per_block)
-    laeq_blocks = _array(payload["laeq_s"], "<f2", "laeq_s", n_blocks)
-    laf_blocks = _array(payload["laf_s"], "<f2", "laf_s", n_blocks)
+    bands, envelope_hop_s, laeq_blocks, laf_blocks = _spectrum(payload, dog_steps.size, hop_s)
     embeddings = _matrix(payload["emb"], EMBEDDING_SIZE, "emb")
     _bounded(embeddings, 0.0, MAX_EMBEDDING, "emb", "embedding value")
     class_scores = _matrix(payload["ys"], N_CLASSES, "ys")
@@ -608,4 +643,70 @@ def _validated(payload: object) -> Frame:
         model_versions=model_versions,
         clock_step_ns=clock_step_ns,
         patch_dog_scores=patch_dog_scores,
+    )
+
+
+def _spectrum(payload: dict[str, Any], n_steps: int, hop_s: float
+              ) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+    """(bands, env_hop, LAeq blocks, LAF blocks) of a frame that carries them."""
+    bands = _array(payload["bands"], "<f4", "bands")
+    if not 0 < bands.size <= MAX_BANDS:
+        raise WireError(f"field 'bands': {bands.size} bands is out of range",
+                        WireReason.OUT_OF_RANGE)
+    envelope_hop_s = float(payload["env_hop"])
+    if not MIN_ENVELOPE_HOP_S <= envelope_hop_s <= MAX_ENVELOPE_HOP_S:
+        why = " (a finer envelope carries speech)" if envelope_hop_s < MIN_ENVELOPE_HOP_S else ""
+        raise WireError(
+            f"field 'env_hop': {envelope_hop_s} s is outside {MIN_ENVELOPE_HOP_S:g}.."
+            f"{MAX_ENVELOPE_HOP_S:g} s{why}",
+            WireReason.OUT_OF_RANGE if math.isfinite(envelope_hop_s) else WireReason.NOT_FINITE,
+        )
+    steps_per_block = round(envelope_hop_s / hop_s)
+    if abs(steps_per_block * hop_s - envelope_hop_s) > 1e-6 * envelope_hop_s:
+        raise WireError(f"field 'env_hop': {envelope_hop_s} s is not a whole number of 'hop' "
+                        f"({hop_s} s)", WireReason.OUT_OF_RANGE)
+    n_blocks = blocks_needed(n_steps, steps_per_block)
+    return (bands, envelope_hop_s, _array(payload["laeq_s"], "<f2", "laeq_s", n_blocks),
+            _array(payload["laf_s"], "<f2", "laf_s", n_blocks))
+
+
+def _gated(payload: dict[str, Any], gate: str, device_id: str, calibration_date: str,
+           dc_offset: float, hop_s: float, clock_step_ns: int) -> Frame:
+    """The Frame of a quiet or speech frame: what was withheld stands in as nothing found —
+    no patches, a dog score of 0 every step, and (speech) no bands and the second's LAeq and
+    LAFmax held over its envelope blocks — so the analyzer runs on it unchanged."""
+    n_steps = round(payload["n"] / payload["sr"] / hop_s)
+    if not 0 < n_steps <= MAX_STEPS:
+        raise WireError(f"fields 'n'/'hop': {n_steps} steps is out of range",
+                        WireReason.OUT_OF_RANGE)
+    laeq, lafmax = _level(payload, "la"), _level(payload, "lafmax")
+    if gate == GATE_QUIET:
+        bands, envelope_hop_s, laeq_blocks, laf_blocks = _spectrum(payload, n_steps, hop_s)
+        first_band = int(payload["b0"])
+    else:
+        envelope_hop_s = round(ENVELOPE_HOP_S / hop_s) * hop_s
+        n_blocks = blocks_needed(n_steps, round(ENVELOPE_HOP_S / hop_s))
+        bands, first_band = np.zeros(0, np.float32), 0
+        laeq_blocks = np.full(n_blocks, laeq, np.float32)
+        laf_blocks = np.full(n_blocks, lafmax, np.float32)
+    model_versions = payload["mv"]
+    if not 0 < len(model_versions) <= MAX_VERSION_CHARS or not model_versions.isprintable():
+        raise WireError(f"field 'mv': {_shown(model_versions)} is not 1 to {MAX_VERSION_CHARS} "
+                        "printable characters", WireReason.OUT_OF_RANGE)
+    return Frame(
+        device_id=device_id, seq=payload["seq"], capture_ns=payload["t"],
+        sample_rate=payload["sr"], n_samples=payload["n"],
+        full_scale_db=float(payload["fs_db"]), calibration_date=calibration_date,
+        laeq_db=laeq, lceq_db=_level(payload, "lc"), lzeq_db=_level(payload, "lz"),
+        lafmax_db=lafmax, lafmin_db=_level(payload, "lafmin"),
+        lasmax_db=_level(payload, "lasmax"), laf10_db=_level(payload, "l10"),
+        laf50_db=_level(payload, "l50"), laf90_db=_level(payload, "l90"),
+        percentile_window_s=float(payload["pct_s"]), clipped_samples=payload["clip"],
+        dc_offset=dc_offset, under_range=payload["under"], band_first_index=first_band,
+        bands_db=bands, hop_s=hop_s, envelope_hop_s=envelope_hop_s,
+        laeq_blocks_db=laeq_blocks, laf_blocks_db=laf_blocks,
+        dog_steps=np.zeros(n_steps, np.float32), patch_start_ns=payload["t"],
+        embeddings=np.zeros((0, EMBEDDING_SIZE), np.float32),
+        class_scores=np.zeros((0, N_CLASSES), np.float32), model_versions=model_versions,
+        clock_step_ns=clock_step_ns, patch_dog_scores=None, gate=gate,
     )

@@ -71,13 +71,15 @@ def test_lost_samples_move_capture_time_on() -> None:
     assert frames[0].patch_start_ns == START_NS + 1_500_000_000  # YAMNet restarts there
 
 
-def test_a_second_waits_for_the_next_one_and_lost_samples_hand_it_over() -> None:
+def test_a_second_waits_for_the_next_two_and_lost_samples_hand_them_over() -> None:
     builder = FrameBuilder("dev-1", 16000, 120.0, START_NS)
     assert builder.push(np.zeros(16000)) == []  # the CNN needs 0.64 s of the next second
+    assert builder.push(np.zeros(16000)) == []  # the speech gate, the second after that
     assert [f.seq for f in builder.push(np.zeros(16000))] == [0]
     held = builder.skip(100)
-    assert [f.seq for f in held] == [1]
-    assert held[0].dog_steps.size == 50
+    assert [f.seq for f in held] == [1, 2]
+    assert [f.dog_steps.size for f in held] == [50, 50]
+    assert [f.gate for f in held] == ["quiet", "quiet"]  # digital silence: no voice, no dog
 
 
 def test_every_patch_that_covers_a_step_comes_with_that_steps_frame_or_earlier() -> None:

@@ -13,7 +13,7 @@ from analyzer.deploy.services import Services
 from analyzer.detect import DetectorSettings, DevicePipeline, DogHead, step_head_scores
 from analyzer.detect.classifier import CentredMean
 from analyzer.offline.analysis import analyze_file, frames_of_file
-from sensor.wire import Frame, decode_frame, encode_frame, frame_topic
+from sensor.wire import GATE_DOG, Frame, decode_frame, encode_frame, frame_topic
 from tests.conftest import write_excerpt
 
 SETTINGS = DetectorSettings()  # smoothing 0.1 s: 5 steps
@@ -118,7 +118,7 @@ def test_a_gap_between_frames_closes_the_open_event_and_restarts_the_scores(
     assert after_gap.scores_start_ns == frames[2].capture_ns
 
 
-def test_a_live_analyzer_refuses_v1_frames_counting_them_by_reason_and_keeps_v2(
+def test_a_live_analyzer_refuses_v1_and_v2_frames_counting_them_by_reason_and_keeps_v3(
     services: Services, frames: list[Frame],
 ) -> None:
     import dataclasses
@@ -129,15 +129,17 @@ def test_a_live_analyzer_refuses_v1_frames_counting_them_by_reason_and_keeps_v2(
     from tests.test_end_to_end import analyzer_config
 
     start_ns = time.time_ns() - 60 * 10**9
-    v2 = [dataclasses.replace(f.retimed(start_ns + i * 10**9), device_id="dev-v", seq=i)
-          for i, f in enumerate(frames[:3])]
-    old = msgpack.unpackb(encode_frame(v2[0]), raw=False)
-    for key in ("dog_s", "p0", "emb", "ys", "mv"):
+    v3 = [dataclasses.replace(f.retimed(start_ns + i * 10**9), device_id="dev-v", seq=i,
+                              gate=GATE_DOG) for i, f in enumerate(frames[:3])]
+    old = msgpack.unpackb(encode_frame(v3[0]), raw=False)
+    v2 = msgpack.packb({k: v for k, v in old.items() if k != "g"} | {"v": 2, "seq": 8},
+                       use_bin_type=True)
+    for key in ("dog_s", "p0", "emb", "ys", "mv", "g"):
         del old[key]
     v1 = msgpack.packb(old | {"v": 1, "seq": 7, "mels": 64,
                               "mel": np.zeros((50, 64), np.float16).tobytes()},
                        use_bin_type=True)
-    payloads = [encode_frame(v2[0]), v1, encode_frame(v2[1]), encode_frame(v2[2])]
+    payloads = [encode_frame(v3[0]), v1, encode_frame(v3[1]), v2, encode_frame(v3[2])]
     analyzer = publish_through_analyzer(analyzer_config(services), frame_topic("dev-v"),
                                         payloads, stored=3)
-    assert analyzer.rejections == {"version": 1}
+    assert analyzer.rejections == {"version": 2}

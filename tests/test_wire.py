@@ -1,8 +1,10 @@
-"""Wire format v2: round trip, every kind of bad payload named precisely, v1 refused."""
+"""Wire format v3: round trip, the speech gate's three kinds of frame, every kind of bad
+payload named precisely, v1 and v2 refused."""
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import msgpack
@@ -16,6 +18,9 @@ from sensor.errors import ConfigError, WireError
 from sensor.frames import frames_from_samples
 from sensor.wire import (
     EMBEDDING_SIZE,
+    GATE_DOG,
+    GATE_QUIET,
+    GATE_SPEECH,
     MAX_PATCHES,
     N_CLASSES,
     Frame,
@@ -26,8 +31,11 @@ from sensor.wire import (
 )
 from tests.conftest import sine
 
-FRAME = next(frames_from_samples(sine(1000.0, 0.1, 1.0, 48000), 48000, 120.0,
-                                 device_id="dev-1", start_ns=1_700_000_000_000_000_000))
+# A tone is no dog: the gate would send it as a quiet second. Set to carry everything, it
+# tests every field's round trip (the gates are tested below).
+FRAME = dataclasses.replace(next(frames_from_samples(
+    sine(1000.0, 0.1, 1.0, 48000), 48000, 120.0, device_id="dev-1",
+    start_ns=1_700_000_000_000_000_000)), gate=GATE_DOG)
 F16 = np.float16
 
 
@@ -85,13 +93,65 @@ def test_frame_is_compact() -> None:
     assert len(encode_frame(FRAME)) < 3500 * len(FRAME.embeddings) + 1000
 
 
+def test_a_v2_frame_is_refused_with_the_upgrade_message() -> None:
+    raw = msgpack.unpackb(encode_frame(FRAME), raw=False)
+    del raw["g"]
+    with pytest.raises(WireError, match="wire format v2 is no longer accepted.*words and "
+                       "voices.*upgrade the sensor's software to wire format v3"):
+        decode_frame(msgpack.packb(raw | {"v": 2}, use_bin_type=True))
+
+
+def test_a_speech_frame_carries_only_the_second_s_levels() -> None:
+    speech = dataclasses.replace(FRAME, gate=GATE_SPEECH)
+    data = encode_frame(speech)
+    raw = msgpack.unpackb(data, raw=False)
+    assert sorted(raw) == sorted([
+        "v", "dev", "seq", "t", "sr", "n", "fs_db", "cal", "la", "lc", "lz", "lafmax", "lafmin",
+        "lasmax", "l10", "l50", "l90", "pct_s", "clip", "dc", "under", "hop", "mv", "g"])
+    assert len(data) < 300  # v2 sent about 7 KB a second
+    back = decode_frame(data)
+    assert back.gate == GATE_SPEECH and back.laeq_db == pytest.approx(FRAME.laeq_db)
+    # what was withheld reads as nothing found: no bands, no patch, a score of 0 each step,
+    # the second's LAeq and LAFmax held over its envelope blocks
+    assert back.bands_db.size == 0 and back.embeddings.shape == (0, EMBEDDING_SIZE)
+    assert back.dog_steps.size == FRAME.dog_steps.size and not back.dog_steps.any()
+    np.testing.assert_allclose(back.laeq_blocks_db, [FRAME.laeq_db] * 2, atol=1e-4)
+    np.testing.assert_allclose(back.laf_blocks_db, [FRAME.lafmax_db] * 2, atol=1e-4)
+
+
+def test_a_quiet_frame_carries_levels_and_spectrum_but_no_score() -> None:
+    data = encode_frame(dataclasses.replace(FRAME, gate=GATE_QUIET))
+    raw = msgpack.unpackb(data, raw=False)
+    assert {"bands", "laeq_s", "laf_s", "b0", "env_hop"} <= set(raw)
+    assert not {"dog_s", "emb", "ys", "p0", "dg"} & set(raw)
+    back = decode_frame(data)
+    np.testing.assert_allclose(back.bands_db, FRAME.bands_db, atol=1e-4)
+    np.testing.assert_allclose(back.laeq_blocks_db, FRAME.laeq_blocks_db, atol=0.07)
+    assert back.gate == GATE_QUIET and not back.dog_steps.any() and len(back.embeddings) == 0
+
+
+@pytest.mark.parametrize(("gate", "extra", "message"), [
+    (GATE_SPEECH, {"bands": b"\0\0\0\0"}, "field(s) bands: not sent in a 'speech' frame"),
+    (GATE_QUIET, {"emb": b""}, "field(s) emb: not sent in a 'quiet' frame"),
+    ("loud", {}, "field 'g': 'loud' is not one of dog, quiet, speech"),
+])
+def test_a_field_the_gate_withholds_or_an_unknown_gate_is_refused(
+        gate: str, extra: dict[str, bytes], message: str) -> None:
+    raw = msgpack.unpackb(encode_frame(dataclasses.replace(FRAME, gate=GATE_SPEECH)), raw=False)
+    if gate == GATE_QUIET:
+        raw = msgpack.unpackb(encode_frame(dataclasses.replace(FRAME, gate=GATE_QUIET)),
+                              raw=False)
+    with pytest.raises(WireError, match=re.escape(message)):
+        decode_frame(msgpack.packb(raw | {"g": gate} | extra, use_bin_type=True))
+
+
 def test_a_v1_frame_is_refused_with_the_upgrade_message() -> None:
     raw = msgpack.unpackb(encode_frame(FRAME), raw=False)
     for key in ("dog_s", "p0", "emb", "ys", "mv"):
         del raw[key]
     v1 = raw | {"v": 1, "mels": 64, "mel": np.zeros((50, 64), F16).tobytes()}
     with pytest.raises(WireError, match="wire format v1 is no longer accepted.*upgrade the "
-                       "sensor's software to wire format v2") as caught:
+                       "sensor's software to wire format v3") as caught:
         decode_frame(msgpack.packb(v1, use_bin_type=True))
     assert caught.value.reason == "version"
 
@@ -128,7 +188,7 @@ def test_encoding_refuses_an_envelope_finer_than_half_a_second() -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"v": 3}, "schema version 3 is not supported (expected 2)"),
+        ({"v": 4}, "schema version 4 is not supported (expected 3)"),
         ({"seq": None}, "missing field(s): seq"),
         ({"extra": 1}, "unknown field(s): extra"),
         ({"seq": "7"}, "field 'seq'"),

@@ -16,6 +16,7 @@ i starts at 0.48 i s and lasts 0.975 s.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ import numpy as np
 from sensor.features import HOP_S, WINDOW_S, MelFeatures
 from sensor.frames import FrameBuilder, mel_rows_from_samples
 from sensor.scoring import SensorNetworks
-from sensor.wire import Frame, decode_frame, encode_frame
+from sensor.wire import GATE_DOG, Frame, decode_frame, encode_frame
 
 log = logging.getLogger(__name__)
 
@@ -108,17 +109,23 @@ def v1_content(samples: np.ndarray, full_scale_db: float = FULL_SCALE_DB) -> V1C
 class WireV2:
     """The adapter from a clip to what wire v2 carries (:class:`V2Content`): the sensor's own
     frames (``sensor.frames``, with its CNN and YAMNet, ``sensor.scoring``), encoded and
-    decoded by ``sensor.wire``, so the attacks see exactly what an analyzer receives."""
+    decoded by ``sensor.wire``, so the attacks see exactly what an analyzer receives. v2 sent
+    every field of every second: wire v3 does so for a second of dog activity, so v2's content
+    is v3's with every frame's gate set to ``dog``. ``gated``: what v3 sends (the speech
+    gate's decision, :mod:`sensor.gate`)."""
 
-    def __init__(self, full_scale_db: float = FULL_SCALE_DB) -> None:
+    def __init__(self, full_scale_db: float = FULL_SCALE_DB, gated: bool = False) -> None:
         self.full_scale_db = full_scale_db
         self.networks = SensorNetworks(RATE)
+        self.gated = gated
 
     def frames(self, samples: np.ndarray) -> list[Frame]:
         """The clip's frames as the analyzer decodes them off the wire."""
         audio = checked_clip(samples)
         self.networks.reset()
         built = frames_from_samples_with(audio, self.full_scale_db, self.networks)
+        if not self.gated:
+            built = [dataclasses.replace(frame, gate=GATE_DOG) for frame in built]
         return [decode_frame(encode_frame(frame)) for frame in built]
 
     def content(self, samples: np.ndarray) -> V2Content:
@@ -147,12 +154,22 @@ def content_of_frames(frames: list[Frame], n_steps: int) -> V2Content:
         laeq_steps_db=np.concatenate([f.laeq_steps_db for f in frames])[:n_steps].astype(float),
         laf_steps_db=np.concatenate([f.laf_steps_db for f in frames])[:n_steps].astype(float),
         dog_steps=np.concatenate([f.dog_steps for f in frames])[:n_steps].astype(float),
-        band_first_index=frames[0].band_first_index,
-        bands_db=np.stack([f.bands_db for f in frames]).astype(float),
+        band_first_index=next((f.band_first_index for f in frames if len(f.bands_db)),
+                              frames[0].band_first_index),
+        bands_db=np.stack([_bands_or_flat(f, frames) for f in frames]).astype(float),
         patch_starts_s=(starts - start_ns).astype(float) / 1e9,
         embeddings=np.concatenate([f.embeddings for f in frames]).astype(float),
         class_scores=np.concatenate([f.class_scores for f in frames]).astype(float),
     )
+
+
+def _bands_or_flat(frame: Frame, frames: list[Frame]) -> np.ndarray:
+    """The frame's bands; a second the speech gate sent without them (wire v3) gets the
+    attacker's best guess from what it did carry: its LZeq spread evenly over the bands."""
+    if len(frame.bands_db):
+        return frame.bands_db
+    n = max((len(f.bands_db) for f in frames), default=0) or 31
+    return np.full(n, frame.lzeq_db - 10.0 * np.log10(n), np.float32)
 
 
 # ---- synthesis ---------------------------------------------------------------------------

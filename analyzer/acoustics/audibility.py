@@ -282,8 +282,9 @@ class AudibilityAssessor:
         horizon = frame.capture_ns - int(self.settings.event_memory_s * 1e9)
         while self._recent and self._recent[0][0] < horizon:
             self._recent.popleft()
-        self.background.add_second(frame.capture_ns, frame.laeq_db, bands,
-                                   max_dog_score < self.settings.bark_free_score)
+        if len(frame.bands_db):  # a speech second (wire v3's gate) carries no spectrum
+            self.background.add_second(frame.capture_ns, frame.laeq_db, bands,
+                                       max_dog_score < self.settings.bark_free_score)
 
     def _event_bands(self, event: DogEvent) -> np.ndarray | None:
         """Band levels over the event's steps (see the module's point 1), or None when none of

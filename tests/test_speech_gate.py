@@ -1,0 +1,90 @@
+"""The speech gate (issue 34, wire v3) on fixed recorded clips through the sensor's own code: a
+voice in a city street leaves the sensor as levels only, barks 30 m away leave whole, a bark
+over a voice leaves whole (the dog decides), the street alone leaves without scores; and the
+analyzer finds the same events in gated frames as in frames that carry everything."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+import soundfile as sf
+
+from analyzer.config import DetectorSettings
+from analyzer.detect import DevicePipeline
+from sensor.frames import frames_from_samples
+from sensor.wire import GATE_DOG, GATE_QUIET, GATE_SPEECH, Frame, decode_frame, encode_frame
+from tests.test_sensor_dog_network import bark_far_away
+
+DATA = Path(__file__).resolve().parent / "data"
+RATE = 16_000
+FULL_SCALE_DB = 110.0  # the street's RMS reads about 55 dB(A), a voice over it about 70
+
+
+def clip(name: str) -> np.ndarray:
+    samples, rate = sf.read(DATA / name, dtype="float64")
+    assert rate == RATE
+    return samples
+
+
+def voice_in_street(snr_db: float = 15.0) -> np.ndarray:
+    """The 2.5 s prompt (one woman's voice) from 1.5 s into 6 s of street ambience, its RMS
+    ``snr_db`` over the street's."""
+    street = clip("sonyc_street_ambience_01_027029.flac")[: 6 * RATE]
+    voice = clip("allison_vm_login_speech.flac")
+    placed = np.zeros(street.size)
+    at = 3 * RATE // 2
+    placed[at:at + voice.size] = voice
+    gain = np.std(street) / np.std(voice) * 10 ** (snr_db / 20)
+    return street + gain * placed
+
+
+def frames_of(samples: np.ndarray) -> list[Frame]:
+    return list(frames_from_samples(samples, RATE, FULL_SCALE_DB, "gate-1", 0))
+
+
+def test_a_voice_in_the_street_leaves_as_levels_only() -> None:
+    frames = frames_of(voice_in_street())
+    gates = [f.gate for f in frames]
+    # the voice spans 1.5-4.0 s: seconds 1-3 hold it; the second before and after are held over
+    assert gates[1:5] == [GATE_SPEECH] * 4, gates
+    assert GATE_DOG not in gates
+    for frame in frames[1:5]:
+        raw = msgpack.unpackb(encode_frame(frame), raw=False)
+        assert not {"bands", "laeq_s", "laf_s", "dog_s", "emb", "ys", "dg"} & set(raw)
+        assert raw["la"] == pytest.approx(frame.laeq_db)
+
+
+def test_barks_30_m_away_leave_whole_and_the_street_alone_without_scores() -> None:
+    frames = frames_of(bark_far_away(10.0))  # barks at 1.0, 2.5 and 4.0 s
+    gates = [f.gate for f in frames]
+    assert gates[1:5] == [GATE_DOG] * 4, gates
+    street = frames_of(clip("sonyc_street_ambience_01_027029.flac")[: 6 * RATE])
+    assert {f.gate for f in street} == {GATE_QUIET}, [f.gate for f in street]
+
+
+def test_a_bark_over_a_voice_leaves_whole() -> None:
+    voice = voice_in_street(10.0)
+    barks = bark_far_away(15.0) - clip("sonyc_street_ambience_01_027029.flac")[: 6 * RATE]
+    frames = frames_of(voice + barks)
+    assert [f.gate for f in frames][1:5] == [GATE_DOG] * 4
+
+
+def test_the_analyzer_finds_the_same_events_in_gated_frames() -> None:
+    # 10 s of street, then the barks in it: quiet seconds before and around them
+    frames = frames_of(np.concatenate([clip("sonyc_street_ambience_01_027029.flac"),
+                                       bark_far_away(10.0)]))
+
+    def events(sent: list[Frame]) -> list[tuple[int, int, str]]:
+        pipeline = DevicePipeline("gate-1", DetectorSettings())
+        found = [e for f in sent for e in pipeline.feed(decode_frame(encode_frame(f))).events]
+        found += pipeline.finish().events
+        return [(e.onset_ns, e.offset_ns, e.label) for e in found]
+
+    gated = events(frames)
+    whole = events([dataclasses.replace(f, gate=GATE_DOG) for f in frames])
+    assert {f.gate for f in frames} == {GATE_QUIET, GATE_DOG}
+    assert gated == whole and len(gated) >= 1
