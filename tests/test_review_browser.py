@@ -80,8 +80,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             thread.join(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
+def chrome(phone_width: int | None = None) -> WebDriver:
+    """Headless Chromium, 1280 px wide, or a phone ``phone_width`` px wide (touch, 3x)."""
     chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
     assert chromium and driver_path, "needs Debian's chromium and chromium-driver " \
         "(scripts/bootstrap.sh dev)"
@@ -90,8 +90,17 @@ def browser() -> Iterator[WebDriver]:
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
                      "--disable-dev-shm-usage", "--window-size=1280,1600"):
         options.add_argument(argument)
+    if phone_width:
+        options.add_experimental_option("mobileEmulation", {"deviceMetrics": {
+            "width": phone_width, "height": 844, "pixelRatio": 3.0, "touch": True}})
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     driver.implicitly_wait(0)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    driver = chrome()
     try:
         yield driver
     finally:

@@ -7,12 +7,9 @@ for sideways overflow on the phone; screenshots to the artifacts folder."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
@@ -21,33 +18,16 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 from analyzer.cases import ADMINISTRATOR, CaseFile, add_account, find_account
 from analyzer.review import hash_password
 from tests.review_scene import DEVICE
-from tests.test_review_browser import PASSWORD, USER, Site, artifacts, site, wait_for
+from tests.test_review_browser import PASSWORD, USER, Site, artifacts, chrome, site, wait_for
 
 __all__ = ["site"]  # the module-scoped server fixture, one for this module
 ADMIN = "ada"
 PHONE_WIDTH = 390
 
 
-def _driver(phone: bool) -> WebDriver:
-    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
-    assert chromium and driver_path, "needs Debian's chromium and chromium-driver " \
-        "(scripts/bootstrap.sh dev)"
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", "--window-size=1280,1600"):
-        options.add_argument(argument)
-    if phone:
-        options.add_experimental_option("mobileEmulation", {"deviceMetrics": {
-            "width": PHONE_WIDTH, "height": 844, "pixelRatio": 3.0, "touch": True}})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    driver.implicitly_wait(0)
-    return driver
-
-
 @pytest.fixture(scope="module", params=["desk", "phone"])
 def browser(request: pytest.FixtureRequest) -> Iterator[tuple[WebDriver, str]]:
-    driver = _driver(request.param == "phone")
+    driver = chrome(PHONE_WIDTH if request.param == "phone" else None)
     try:
         yield driver, request.param
     finally:
