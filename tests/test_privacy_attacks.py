@@ -252,3 +252,4 @@ def test_a_streams_features_come_from_the_sensors_decoded_frames(speech: Utteran
     levels = features.fields["laeq_db"]  # the frames from each onset: speech over the floor
     assert levels.shape == (2, FRAMES) and np.all(levels.max(axis=1) > 55.0)
     assert features.carried("levels") and features.carried("all")
+    assert sum(features.frame_kinds.values()) == 2 * FRAMES  # each frame's kind counted

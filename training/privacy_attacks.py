@@ -145,7 +145,8 @@ def evaluate(features: Features, attack: str, classifiers: Sequence[str],
     classes = sorted(set(labels))
     out: dict[str, Any] = {
         "split": split, "classes": len(classes), "chance": round(1.0 / len(classes), 4),
-        "utterances": features.n, "wire_version": features.wire_version, "groups": {},
+        "utterances": features.n, "wire_version": features.wire_version,
+        "frames_around_utterances_sent_as": features.frame_kinds, "groups": {},
     }  # fmt: skip
     for group in groups:
         x = features.matrix(group)

@@ -94,6 +94,8 @@ class Features:
     speakers: tuple[str, ...]
     sessions: tuple[str, ...]
     wire_version: int
+    # what the frames around the utterances were sent as (wire v3's ``gate``), frames by kind
+    frame_kinds: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -182,6 +184,7 @@ class _Timeline:
     hops: dict[str, float]
     widths: dict[str, int]
     scalar: set[str]
+    kinds: dict[int, str] = dataclasses.field(default_factory=dict)
 
     def add(self, frame: Any, values: dict[str, np.ndarray]) -> None:
         start_s = frame.capture_ns / 1e9
@@ -202,6 +205,7 @@ class _Timeline:
                 self.times.setdefault(name, []).append(first + hop * np.arange(len(rows)))
                 self.rows.setdefault(name, []).append(rows)
         self.frames[round(start_s)] = per_frame
+        self.kinds[round(start_s)] = str(getattr(frame, "gate", "all (no gate)"))
 
     def window(self, name: str) -> tuple[float, int]:
         """(seconds before the onset, slots) of a timed field's window around an utterance."""
@@ -275,6 +279,11 @@ def features_of_frames(
     unnamed = sorted(set(timeline.widths) - named - timeline.scalar)
     if unnamed:
         log.info("fields in no named group (counted in 'all' only): %s", ", ".join(unnamed))
+    kinds: dict[str, int] = {}
+    for placement in placements:
+        for j in range(FRAMES):
+            kind = timeline.kinds.get(math.floor(placement.onset_s) + j, "missing")
+            kinds[kind] = kinds.get(kind, 0) + 1
     return Features(
         fields=_vectors(timeline, placements, len(utterances)),
         scalar=frozenset(timeline.scalar),
@@ -283,6 +292,7 @@ def features_of_frames(
         speakers=tuple(u.speaker for u in utterances),
         sessions=tuple(u.session for u in utterances),
         wire_version=wire_version,
+        frame_kinds=dict(sorted(kinds.items())),
     )
 
 
@@ -310,7 +320,7 @@ def cache_key(utterances: Sequence[Utterance], conditions: StreamConditions) -> 
     digest = hashlib.sha256(json.dumps({
         "conditions": dataclasses.asdict(conditions), "frames": FRAMES, "slots": PATCH_SLOTS,
         "lead": PATCH_LEAD_S, "series": [SERIES_LEAD_S, SERIES_SPAN_S, SERIES_FIELDS],
-        "not_sound": sorted(NOT_SOUND), "sensor": sensor_digest(), "layout": 3,
+        "not_sound": sorted(NOT_SOUND), "sensor": sensor_digest(), "layout": 4,
     }, sort_keys=True).encode())  # fmt: skip
     for utterance in utterances:
         digest.update(utterance.clip_id.encode())
@@ -322,7 +332,8 @@ def save_features(features: Features, path: Path) -> None:
     """Write ``features`` to ``path`` (``.npz``; labels as JSON text, no pickles)."""
     meta = {"scalar": sorted(features.scalar), "clip_ids": features.clip_ids,
             "words": features.words, "speakers": features.speakers,
-            "sessions": features.sessions, "wire_version": features.wire_version}  # fmt: skip
+            "sessions": features.sessions, "wire_version": features.wire_version,
+            "frame_kinds": features.frame_kinds}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial.npz")
     arrays: dict[str, Any] = {f"f_{name}": value for name, value in features.fields.items()}
@@ -340,7 +351,7 @@ def load_features(path: Path) -> Features:
         raise FeatureError(f"{path}: not a features cache ({error})") from error
     return Features(fields, frozenset(meta["scalar"]), tuple(meta["clip_ids"]),
                     tuple(meta["words"]), tuple(meta["speakers"]), tuple(meta["sessions"]),
-                    int(meta["wire_version"]))  # fmt: skip
+                    int(meta["wire_version"]), dict(meta.get("frame_kinds", {})))  # fmt: skip
 
 
 def cached_features(
