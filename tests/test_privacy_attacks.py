@@ -18,7 +18,7 @@ import soundfile
 
 from sensor.levels import LevelMeter
 from training.cli import main
-from training.privacy_attacks import cross_validated, leave_one_out
+from training.privacy_attacks import cross_validated, leave_one_out, standardised_within
 from training.privacy_features import (
     FRAMES,
     PATCH_SLOTS,
@@ -218,6 +218,16 @@ def test_the_classifier_learns_nothing_from_shuffled_labels() -> None:
     assert figures["pooled"] < 0.2  # chance 0.1; 300 test rows
 
 
+def test_standardising_within_speakers_takes_out_each_speakers_channel() -> None:
+    x, words, speakers = toy_set(3)
+    shifted = x + np.repeat(np.arange(6.0), 50)[:, None] * 5.0  # a gain per speaker's channel
+    adapted = standardised_within(shifted, speakers)
+    for s in range(6):
+        rows = adapted[s * 50 : (s + 1) * 50]
+        assert np.allclose(rows.mean(axis=0), 0.0) and np.allclose(rows.std(axis=0), 1.0, 1e-4)
+    assert cross_validated(adapted, words, leave_one_out(speakers), "logreg", 1)["mean"] == 1.0
+
+
 def test_the_command_refuses_a_floor_without_a_speech_level(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -235,7 +245,7 @@ def test_the_commands_help_says_what_each_attack_option_does(
         main(["privacy", "--help"])
     text = capsys.readouterr().out
     for option in ("--attack", "--floor", "--speech-db", "--voices", "--classifier",
-                   "--group", "--cache-dir", "--limit", "--no-control"):  # fmt: skip
+                   "--group", "--cache-dir", "--limit", "--no-control", "--no-adapt"):  # fmt: skip
         assert option in text
 
 
