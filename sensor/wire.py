@@ -604,10 +604,7 @@ def _validated(payload: object) -> Frame:
             and 0 <= patch_start_ns < 2**63 - MAX_PATCHES * PATCH_HOP_NS):
         raise WireError(f"field 'p0': {patch_start_ns} ns is not within 2 s of the frame's "
                         f"capture time {payload['t']} ns", WireReason.OUT_OF_RANGE)
-    model_versions = payload["mv"]
-    if not 0 < len(model_versions) <= MAX_VERSION_CHARS or not model_versions.isprintable():
-        raise WireError(f"field 'mv': {_shown(model_versions)} is not 1 to {MAX_VERSION_CHARS} "
-                        "printable characters", WireReason.OUT_OF_RANGE)
+    model_versions = _model_versions(payload)
 
     return Frame(
         device_id=device_id,
@@ -689,10 +686,7 @@ def _gated(payload: dict[str, Any], gate: str, device_id: str, calibration_date:
         bands, first_band = np.zeros(0, np.float32), 0
         laeq_blocks = np.full(n_blocks, laeq, np.float32)
         laf_blocks = np.full(n_blocks, lafmax, np.float32)
-    model_versions = payload["mv"]
-    if not 0 < len(model_versions) <= MAX_VERSION_CHARS or not model_versions.isprintable():
-        raise WireError(f"field 'mv': {_shown(model_versions)} is not 1 to {MAX_VERSION_CHARS} "
-                        "printable characters", WireReason.OUT_OF_RANGE)
+    model_versions = _model_versions(payload)
     return Frame(
         device_id=device_id, seq=payload["seq"], capture_ns=payload["t"],
         sample_rate=payload["sr"], n_samples=payload["n"],
@@ -710,3 +704,12 @@ def _gated(payload: dict[str, Any], gate: str, device_id: str, calibration_date:
         class_scores=np.zeros((0, N_CLASSES), np.float32), model_versions=model_versions,
         clock_step_ns=clock_step_ns, patch_dog_scores=None, gate=gate,
     )
+
+
+def _model_versions(payload: dict[str, Any]) -> str:
+    """The frame's ``mv``: 1 to MAX_VERSION_CHARS printable characters."""
+    model_versions: str = payload["mv"]
+    if not 0 < len(model_versions) <= MAX_VERSION_CHARS or not model_versions.isprintable():
+        raise WireError(f"field 'mv': {_shown(model_versions)} is not 1 to {MAX_VERSION_CHARS} "
+                        "printable characters", WireReason.OUT_OF_RANGE)
+    return model_versions

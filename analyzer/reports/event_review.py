@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from analyzer.cases import format_time
+from analyzer.cases import EvidenceLink, format_time
 from analyzer.reports.gather import ReportData
 
 NS = 1_000_000_000
@@ -21,6 +21,12 @@ def _duration(seconds: float | None) -> str:
 
 Escape = Callable[[object], str]
 Table = Callable[[Sequence[str], Iterable[Sequence[str]]], str]
+
+
+def window_heading(section: int, number: int, link: EvidenceLink, _e: Escape) -> str:
+    """The heading of a linked window's part of report section ``section`` (3 and 9)."""
+    return (f"<h3>{section}.{number} {_e(link.rule)} finding on {_e(link.device_id)}, "
+            f"{_e(format_time(link.start_ns))}</h3>")
 
 
 def verdicts_section(data: ReportData, redact: Callable[[str], str], _e: Escape,
@@ -38,8 +44,7 @@ def verdicts_section(data: ReportData, redact: Callable[[str], str], _e: Escape,
         parts.append("<p>No evidence window is linked to this complaint.</p>")
     for number, evidence in enumerate(data.windows, 1):
         link = evidence.check.link
-        parts.append(f"<h3>9.{number} {_e(link.rule)} finding on {_e(link.device_id)}, "
-                     f"{_e(format_time(link.start_ns))}</h3>")
+        parts.append(window_heading(9, number, link, _e))
         review = data.reviews.get(link.id)
         if review is None:
             parts.append("<p class='bad'>The verdicts on this finding's events could not be "

@@ -12,7 +12,7 @@ from analyzer.cases import VERIFIED, Complaint, format_time, shown_safely
 from analyzer.cases.checklist import CONDITION_TEXT
 from analyzer.ordinance import GENESIS_DIGEST
 from analyzer.reports import ordinance_text as text
-from analyzer.reports.event_review import verdicts_section
+from analyzer.reports.event_review import verdicts_section, window_heading
 from analyzer.reports.gather import CALIBRATION_DATE, ReportData, WindowEvidence
 from analyzer.reports.paper import DEFAULT_PAPER, page_css
 from analyzer.reports.plots import window_plots
@@ -286,8 +286,7 @@ def _elements(data: ReportData) -> str:
         parts.append("<p class='bad'>No evidence window is linked to this complaint.</p>")
     for number, evidence in enumerate(data.windows, 1):
         link = evidence.check.link
-        parts.append(f"<h3>3.{number} {_e(link.rule)} finding on {_e(link.device_id)}, "
-                     f"{_e(format_time(link.start_ns))}</h3>")
+        parts.append(window_heading(3, number, link, _e))
         if evidence.read_error:
             parts.append(f"<p class='bad'>Stored data could not be read: "
                          f"{_e(evidence.read_error)}</p>")

@@ -51,13 +51,18 @@ def live_fields(state: DeviceState, placement: Placement, frames_last_minute: in
     }
 
 
-def field_check(review: Review, placement: Placement, now_ns: int) -> dict[str, Any]:
-    """The live fields of one placement, read from InfluxDB now."""
-    until = min(placement.removed_ns, now_ns) if placement.removed_ns is not None else now_ns
+def placement_state(review: Review, placement: Placement, now_ns: int,
+                    removed_too: bool = False) -> tuple[DeviceState, dict[str, Any] | None]:
+    """One placement read from InfluxDB now: its device's state while placed, and the field
+    check's live fields (None once the device was removed, unless ``removed_too``)."""
+    removed = placement.removed_ns is not None and placement.removed_ns <= now_ns
+    until = min(placement.removed_ns or now_ns, now_ns)
     state = device_state(review.client, placement.device_id, placement.placed_ns, until,
                          review.day_frames)
+    if removed and not removed_too:
+        return state, None
     recent = frames_since(review.client, placement.device_id, now_ns - RECENT_S * NS, now_ns)
-    return live_fields(state, placement, recent, now_ns)
+    return state, live_fields(state, placement, recent, now_ns)
 
 
 def live_data(review: Review, request: Request, session: OfficerSession) -> Response:
@@ -69,5 +74,5 @@ def live_data(review: Review, request: Request, session: OfficerSession) -> Resp
     if placement_id not in placements:
         return JSONResponse({"error": f"address {address_id} has no placement "
                              f"{placement_id}"}, status_code=404)
-    return JSONResponse(field_check(review, placements[placement_id], review.clock()),
-                        headers={"Cache-Control": "no-store"})
+    _, live = placement_state(review, placements[placement_id], review.clock(), True)
+    return JSONResponse(live, headers={"Cache-Control": "no-store"})

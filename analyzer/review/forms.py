@@ -4,6 +4,7 @@ away from the form, the error out of view and the entry cleared)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +34,7 @@ def number(data: FormData, name: str, what: str) -> float:
     except ValueError:
         raise CaseError(f"{what}: {raw!r} is not a number" if raw else f"{what} is missing"
                         ) from None
-    if value != value or value in (float("inf"), float("-inf")):
+    if not math.isfinite(value):
         raise CaseError(f"{what}: {raw!r} is not a finite number")
     return value
 

@@ -29,8 +29,6 @@ from analyzer.review.queries import (
     QueryInputError,
     RollupMissing,
     device_clause,
-    device_state,
-    frames_since,
     plot_data,
 )
 from analyzer.review.refusals import LateResponse
@@ -242,20 +240,14 @@ def devices_page(review: Review, request: Request, session: OfficerSession,
     """The devices placed at an address: online, last frame, calibration, coverage; the
     forms that place a device and remove one (``refused_form``: one shown again)."""
     from analyzer.acoustics.site import GROUND_FACTORS
-    from analyzer.review.fieldcheck import RECENT_S, live_fields
+    from analyzer.review.fieldcheck import placement_state
 
     address_id = int(request.path_params["address"])
     now = review.clock()
     with review.case_file() as store:
         address = store.address(address_id)
         placements = store.placements(address_id)
-    states = []
-    for p in placements:
-        until = min(p.removed_ns, now) if p.removed_ns is not None else now
-        state = device_state(review.client, p.device_id, p.placed_ns, until, review.day_frames)
-        live = None if p.removed_ns is not None and p.removed_ns <= now else live_fields(
-            state, p, frames_since(review.client, p.device_id, now - RECENT_S * NS, now), now)
-        states.append((p, state, live))
+    states = [(p, *placement_state(review, p, now)) for p in placements]
     return review.render(request, "devices.html", {
         "address": address, "states": states, "now_ns": now, "grounds": tuple(GROUND_FACTORS),
         **({"refused": refused_form} if refused_form else {})}, status_code)
