@@ -5,6 +5,7 @@ tests/test_review_browser.py; a screenshot goes to $BARKWATCH_TEST_ARTIFACTS/rev
 
 from __future__ import annotations
 
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -37,8 +38,10 @@ def test_an_officer_rejects_barks_and_reads_that_the_finding_no_longer_holds(
         Select(row.find_element(By.NAME, "verdict")).select_by_value("rejected")
         row.find_element(By.NAME, "reason").send_keys(f"a door slamming at {t_s} s")
         row.find_element(By.TAG_NAME, "button").click()
-        WebDriverWait(browser, 30).until(lambda d, t=t_s: "rejected" in d.find_element(
-            By.ID, f"event-{T0 + t * NS}-bark").get_attribute("class"))
+        # the page reloads under the wait: an element found on the old page goes stale
+        WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
+            lambda d, t=t_s: "rejected" in d.find_element(
+                By.ID, f"event-{T0 + t * NS}-bark").get_attribute("class"))
     assert browser.current_url == finding + "#events"
     assert "Recorded verdict #" in browser.find_element(By.ID, "flash").text
     what, met, longest, counted = _rejudged(browser)
