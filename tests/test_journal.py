@@ -8,14 +8,18 @@ import logging
 import os
 import pickle
 import sqlite3
+import struct
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
+import msgpack
 import numpy as np
 import paho.mqtt.client as mqtt
 import pytest
 import soundfile
 
+from analyzer.acoustics import InstallationRecord
 from analyzer.config import AnalyzerConfig
 from analyzer.deploy.services import Services
 from analyzer.detect import DetectorSettings, DevicePipeline
@@ -24,15 +28,17 @@ from analyzer.ingest.device import DeviceAnalysis
 from analyzer.ingest.journal import (
     KEEP_STORED_S,
     DeviceJournal,
-    HeldChanges,
-    device_state_blob,
+    JournalError,
+    LiveDevice,
+    UnsaveableState,
 )
+from analyzer.ingest.journal_format import FORMAT, HEADER, StateEncoder, read_records, record
 from analyzer.ingest.ordering import ReorderBuffer
 from analyzer.ordinance import EvidenceChain
 from analyzer.store.influx import InfluxClient, InfluxSettings
 from sensor.config import MqttSettings
 from sensor.frames import frames_from_samples
-from sensor.wire import Frame, encode_frame, frame_topic
+from sensor.wire import Frame, decode_frame, encode_frame, frame_topic
 from tests.conftest import publish_through_analyzer, sine, wait_until
 
 START_NS = 1_780_351_200_000_000_000
@@ -94,9 +100,8 @@ def test_the_journal_gives_back_the_saved_state_and_the_stored_frames(tmp_path: 
     reorder.push(frames[2])  # waits for frame 1
     analysis.feed(frames[0])
     journal = DeviceJournal(tmp_path / "journal.sqlite")
-    journal.save({"j-1": device_state_blob(reorder, 2, frames[0].end_ns, analysis)},
-                 [("j-1", 0, frames[0].capture_ns), ("j-1", 2, frames[2].capture_ns)],
-                 HeldChanges(added=[("j-1", frames[2])]))
+    journal.save({"j-1": LiveDevice(reorder, 2, frames[0].end_ns, analysis)},
+                 [("j-1", 0, frames[0].capture_ns), ("j-1", 2, frames[2].capture_ns)])
     journal.close()
     (saved,), problems = DeviceJournal(tmp_path / "journal.sqlite").load()
     assert problems == []
@@ -114,8 +119,9 @@ def test_the_journal_gives_back_the_saved_state_and_the_stored_frames(tmp_path: 
 def test_a_state_saved_with_other_detector_settings_is_not_restored(tmp_path: Path) -> None:
     analysis = _analysis()
     journal = DeviceJournal(tmp_path / "journal.sqlite")
-    journal.save({"j-1": device_state_blob(ReorderBuffer(120), 0, START_NS, analysis)}, [])
-    (saved,), _ = journal.load()
+    journal.save({"j-1": LiveDevice(ReorderBuffer(120), 0, START_NS, analysis)}, [])
+    journal.close()
+    (saved,), _ = DeviceJournal(tmp_path / "journal.sqlite").load()
     other = _analysis(dataclasses.replace(DetectorSettings(), min_duration_s=0.5))
     before = other.pipeline.checkpoint()
     assert not saved.restore_into(other)
@@ -125,33 +131,42 @@ def test_a_state_saved_with_other_detector_settings_is_not_restored(tmp_path: Pa
 
 def test_a_forgotten_device_leaves_the_journal(tmp_path: Path) -> None:
     journal = DeviceJournal(tmp_path / "journal.sqlite")
-    journal.save({"j-1": device_state_blob(ReorderBuffer(120), 0, None, None)},
+    journal.save({"j-1": LiveDevice(ReorderBuffer(120), 0, None, None)},
                  [("j-1", 0, START_NS)])
     journal.save({"j-1": None}, [])
-    assert journal.load() == ([], [])
+    journal.close()
+    assert DeviceJournal(tmp_path / "journal.sqlite").load() == ([], [])
 
 
 def test_stored_frame_keys_older_than_the_kept_span_are_trimmed(tmp_path: Path) -> None:
     journal = DeviceJournal(tmp_path / "journal.sqlite")
-    blob = device_state_blob(ReorderBuffer(120), 0, None, None)
-    journal.save({"j-1": blob}, [("j-1", s, START_NS + s * NS) for s in range(3)])
+    live = LiveDevice(ReorderBuffer(120), 0, None, None)
+    journal.save({"j-1": live}, [("j-1", s, START_NS + s * NS) for s in range(3)])
     newest = KEEP_STORED_S + 1
-    journal.save({"j-1": blob}, [("j-1", newest, START_NS + newest * NS)])
-    (saved,), _ = journal.load()
+    journal.save({"j-1": live}, [("j-1", newest, START_NS + newest * NS)])
+    journal.close()
+    (saved,), _ = DeviceJournal(tmp_path / "journal.sqlite").load()
     assert [seq for seq, _ in saved.stored] == [1, 2, newest]  # 0 is more than 600 s older
 
 
-def test_an_unreadable_saved_state_is_named_and_that_device_left_out(tmp_path: Path) -> None:
+def test_a_saved_state_of_a_class_this_code_lacks_is_named_and_that_device_afresh(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "journal.sqlite"
-    journal = DeviceJournal(path)
-    journal.save({"good": device_state_blob(ReorderBuffer(120), 0, None, None),
-                  "bad": device_state_blob(ReorderBuffer(120), 0, None, None)}, [])
-    journal.close()
-    with sqlite3.connect(path) as db:
-        db.execute("UPDATE device_state SET state = x'00' WHERE device = 'bad'")
+    encoder = StateEncoder()
+    gone = msgpack.ExtType(5, encoder.pack(["analyzer.no_such_module:Gone", {}]))
+    change = {"r": encoder.pack({k: v for k, v in vars(ReorderBuffer(120)).items()
+                                 if k != "_waiting"}), "i": 0, "f": START_NS, "full": True}
+    bad = change | {"det": {"full": True, "ctx": "x",
+                            "p": {"pipeline.tracker": ["v", encoder.pack(gone)]}}}
+    payload = msgpack.packb({"k": "save", "d": {"good": change, "bad": bad}, "s": []})
+    path.write_bytes(HEADER + record(payload))
     saved, problems = DeviceJournal(path).load()
-    assert [s.device for s in saved] == ["good"]
-    assert len(problems) == 1 and problems[0].startswith("bad: UnpicklingError")
+    assert sorted(s.device for s in saved) == ["bad", "good"]  # ordering and keys resume
+    assert [s.pipeline for s in saved] == [None, None]  # detection starts afresh
+    (problem,) = problems
+    assert problem.startswith("bad: its detection state cannot be read")
+    assert "analyzer.no_such_module:Gone" in problem
 
 
 def _config(services: Services, journal: Path) -> AnalyzerConfig:
@@ -216,6 +231,12 @@ def _wrong_schema(path: Path) -> None:
         db.execute("CREATE TABLE device_state (x)")
 
 
+def _future_format(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(HEADER) - 4:len(HEADER)] = struct.pack(">I", FORMAT + 1)
+    path.write_bytes(bytes(data))
+
+
 def _directory(path: Path) -> None:
     path.unlink()
     path.mkdir()
@@ -223,14 +244,14 @@ def _directory(path: Path) -> None:
 
 
 @pytest.mark.parametrize("damage", [_truncated, _bad_header, _garbage_pages, _wrong_schema,
-                                    _directory])
+                                    _future_format, _directory])
 def test_a_damaged_journal_is_set_aside_and_storage_goes_on(
     services: Services, tmp_path: Path, damage: Callable[[Path], None],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     path = tmp_path / "journal.sqlite"
-    journal = DeviceJournal(path)  # a real journal of a few pages, then damaged
-    journal.save({"j-old": device_state_blob(ReorderBuffer(120), 0, None, None)},
+    journal = DeviceJournal(path)  # a real journal of one record of 3,000 keys, then damaged
+    journal.save({"j-old": LiveDevice(ReorderBuffer(120), 0, None, None)},
                  [("j-old", s, START_NS + s * NS) for s in range(3000)])
     journal.close()
     damage(path)
@@ -261,20 +282,15 @@ def test_an_emptied_journal_says_every_device_starts_afresh(
                for r in caplog.records)
 
 
-def _journal_numbers(path: Path) -> tuple[int, int, int]:
-    """(held frame rows, largest device state blob, pages in use) of the journal at ``path``,
-    read beside the running analyzer."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        held = db.execute("SELECT count(*) FROM held_frames").fetchone()[0]
-        blob = db.execute("SELECT max(length(state)) FROM device_state").fetchone()[0]
-        pages = db.execute("PRAGMA page_count").fetchone()[0]
-    finally:
-        db.close()
-    return held, blob, pages
+def _record_sizes(path: Path) -> list[int]:
+    """The payload size of each record of the journal at ``path``, read beside the running
+    analyzer."""
+    with open(path, "rb") as file:
+        file.seek(len(HEADER))
+        return [len(payload) for _, payload in read_records(file)]
 
 
-def test_held_frames_are_rows_written_once_and_deleted_when_released(
+def test_held_frames_are_written_once_and_gone_once_released(
     services: Services, tmp_path: Path
 ) -> None:
     path = tmp_path / "journal.sqlite"
@@ -287,22 +303,28 @@ def test_held_frames_are_rows_written_once_and_deleted_when_released(
     publisher.loop_start()
     try:
         wait_until(analyzer.connected.is_set, what="the analyzer to connect")
-        for payload in payloads[:1] + payloads[2:]:  # frame 1 missing: 100 frames wait for it
+        for payload in payloads[:1] + payloads[2:52]:  # frame 1 missing: the others wait
+            publisher.publish(frame_topic("j-many"), payload, qos=1).wait_for_publish(10)
+        wait_until(lambda: analyzer.counters.frames_stored == 51, what="50 held frames")
+        for payload in payloads[52:]:
             publisher.publish(frame_topic("j-many"), payload, qos=1).wait_for_publish(10)
         wait_until(lambda: analyzer.counters.frames_stored == 101, what="100 held frames")
-        held, blob, pages_held = _journal_numbers(path)
-        assert held == 100
-        assert blob < 64 * 1024  # the device's state without the frames (each ~25 KB)
+        held_sizes = _record_sizes(path)
         publisher.publish(frame_topic("j-many"), payloads[1], qos=1).wait_for_publish(10)
         wait_until(lambda: analyzer.counters.frames_stored == 102, what="frame 1 stored")
-        held, _, pages_released = _journal_numbers(path)
     finally:
         publisher.disconnect()
         publisher.loop_stop()
         analyzer.stop()
-    assert held == 0
-    assert pages_released < pages_held / 2  # freed pages handed back: the file shrinks
-    assert path.stat().st_size <= pages_released * 4096 + 4096
+    frame = decode_frame(payloads[2])
+    frame_bytes = len(StateEncoder().pack(frame))
+    # Each held frame is in one record only: all the records together hold the 100 frames
+    # about once, not once per save (each save was the whole state before issue 32, 4).
+    assert len(held_sizes) >= 2
+    assert sum(held_sizes) < 100 * frame_bytes + 4 * 1024 * len(held_sizes), (
+        frame_bytes, held_sizes)
+    (saved,), _ = DeviceJournal(path).load()
+    assert saved.held == [] and saved.reorder.next_seq == 102
 
 
 def test_a_restart_restores_each_device_on_first_use_not_all_before_storing(
@@ -313,9 +335,9 @@ def test_a_restart_restores_each_device_on_first_use_not_all_before_storing(
     analysis = _analysis()
     analysis.feed(next(iter(frames_from_samples(sine(1000.0, 0.1, 1.0, 16000), 16000, 100.0,
                                                 device_id="j-1", start_ns=START_NS))))
-    blob = device_state_blob(ReorderBuffer(120), 0, START_NS + NS, analysis)
+    live = LiveDevice(ReorderBuffer(120), 0, START_NS + NS, analysis)
     journal = DeviceJournal(path)
-    journal.save({f"quiet-{i}": blob for i in range(300)}, [])
+    journal.save({f"quiet-{i}": live for i in range(300)}, [])
     journal.close()
     restarted = publish_through_analyzer(config, frame_topic("j-new"), _payloads("j-new", 2),
                                          stored=2)
@@ -327,3 +349,227 @@ def test_a_restart_restores_each_device_on_first_use_not_all_before_storing(
     assert all(restarted._devices[f"quiet-{i}"].resume is not None for i in range(300))
     (quiet,) = [s for s in DeviceJournal(path).load()[0] if s.device == "quiet-7"]
     assert quiet.pipeline is not None  # still restorable
+
+
+# --- the incremental format (issue 37, item 2) ---------------------------------------------
+
+SITE = InstallationRecord(device_id="j-1", source_to_sensor_m=8.0, source_to_boundary_m=12.0)
+
+
+def _sited() -> DeviceAnalysis:
+    return DeviceAnalysis("j-1", AnalyzerConfig(), SITE, EvidenceChain())
+
+
+def _assert_same(live: object, restored: object, where: str) -> None:
+    """Every attribute of ``live`` and ``restored``, recursively, equal (arrays by value and
+    dtype); the assertion names the first one that is not."""
+    assert type(live) is type(restored), f"{where}: {type(live)} != {type(restored)}"
+    if isinstance(live, np.ndarray):
+        assert live.dtype == restored.dtype and np.array_equal(live, restored, equal_nan=True), \
+            where  # type: ignore[attr-defined]
+    elif isinstance(live, (list, tuple, deque)):
+        assert len(live) == len(restored), f"{where}: {len(live)} != {len(restored)} entries"  # type: ignore[arg-type]
+        for i, (a, b) in enumerate(zip(live, restored, strict=True)):  # type: ignore[call-overload]
+            _assert_same(a, b, f"{where}[{i}]")
+    elif isinstance(live, dict):
+        assert live.keys() == restored.keys(), f"{where}: keys differ"  # type: ignore[attr-defined]
+        for k in live:
+            _assert_same(live[k], restored[k], f"{where}[{k!r}]")  # type: ignore[index]
+    elif hasattr(live, "__dict__") and type(live).__module__.startswith(("analyzer.", "sensor.")):
+        _assert_same(vars(live), vars(restored), where)
+    elif isinstance(live, float) and np.isnan(live):
+        assert np.isnan(restored), where  # type: ignore[call-overload]
+    else:
+        assert live == restored, f"{where}: {live!r} != {restored!r}"
+
+
+def _restored(path: Path) -> DeviceAnalysis:
+    (saved,), problems = DeviceJournal(path).load()
+    assert problems == []
+    fresh = _sited()
+    assert saved.restore_into(fresh), saved.refusal
+    return fresh
+
+
+def test_every_attribute_of_the_pipeline_and_assessor_comes_back_after_every_frame(
+    excerpt_20s: Path, tmp_path: Path,
+) -> None:
+    # Found, not listed: an attribute a later change adds to the assessor, its background
+    # tracker or the pipeline is saved without a change to the journal, or this fails here.
+    frames = _frames(excerpt_20s)
+    analysis, reorder = _sited(), ReorderBuffer(120, 30.0)
+    path = tmp_path / "journal"
+    journal = DeviceJournal(path)
+    for frame in frames:
+        reorder.push(frame)
+        analysis.feed(frame)
+        journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, analysis)},
+                     [("j-1", frame.seq, frame.capture_ns)])
+        restored = _restored(path)
+        _assert_same(vars(analysis.pipeline), vars(restored.pipeline), "pipeline")
+        _assert_same(vars(analysis.assessor), vars(restored.assessor), "assessor")
+    assert analysis.assessor is not None and len(analysis.assessor.background._all) == 20
+
+
+def test_a_state_this_code_cannot_journal_is_refused_by_name(tmp_path: Path) -> None:
+    analysis = _sited()
+    assert analysis.assessor is not None
+    analysis.assessor.background.seen = {1, 2}  # a set: no journal encoding for it
+    journal = DeviceJournal(tmp_path / "journal")
+    with pytest.raises(UnsaveableState, match="j-1: .*builtins:set"):
+        journal.save({"j-1": LiveDevice(ReorderBuffer(120), 0, START_NS, analysis)}, [])
+
+
+def test_a_state_with_other_attributes_than_the_code_keeps_is_not_restored(
+    tmp_path: Path,
+) -> None:
+    analysis = _sited()
+    assert analysis.assessor is not None
+    analysis.assessor.background._later = deque([(START_NS, 40.0)])  # a later version's
+    journal = DeviceJournal(tmp_path / "journal")
+    journal.save({"j-1": LiveDevice(ReorderBuffer(120), 0, START_NS, analysis)}, [])
+    journal.close()
+    (saved,), _ = DeviceJournal(tmp_path / "journal").load()
+    assert not saved.restore_into(_sited())  # this version keeps no _later
+    assert "assessor.background._later" in saved.refusal
+
+
+def _events(analysis: DeviceAnalysis, frames: list[Frame]) -> list[str]:
+    lines = []
+    for frame in frames:
+        out = analysis.feed(frame)
+        lines += [p.to_line_protocol() for p in out.points
+                  if p.to_line_protocol().startswith("dog_event")]
+    return lines
+
+
+def test_a_restart_mid_stream_gives_the_events_and_audibility_of_an_uninterrupted_run(
+    excerpt_20s: Path, tmp_path: Path,
+) -> None:
+    frames = _frames(excerpt_20s)
+    whole = _events(_sited(), frames)
+    assert whole  # the excerpt barks, and each event has its audibility
+    for cut in (3, 6, 11, 17):
+        path = tmp_path / f"journal-{cut}"
+        first, reorder = _sited(), ReorderBuffer(120, 30.0)
+        journal = DeviceJournal(path)
+        before = []
+        for frame in frames[:cut]:
+            reorder.push(frame)
+            before += _events(first, [frame])
+            journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, first)},
+                         [("j-1", frame.seq, frame.capture_ns)])
+        journal.close()  # killed here
+        assert before + _events(_restored(path), frames[cut:]) == whole, cut
+
+
+def _saves(path: Path, frames: list[Frame]) -> list[int]:
+    """Save a sited device after each frame; the file's size after each save."""
+    analysis, reorder = _sited(), ReorderBuffer(120, 30.0)
+    journal = DeviceJournal(path)
+    sizes = []
+    for frame in frames:
+        reorder.push(frame)
+        analysis.feed(frame)
+        journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, analysis)},
+                     [("j-1", frame.seq, frame.capture_ns)])
+        sizes.append(path.stat().st_size)
+    journal.close()
+    return sizes
+
+
+def _flip_byte(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped"])
+def test_a_damaged_record_ends_the_replay_at_the_last_good_state(
+    tmp_path: Path, damage: str
+) -> None:
+    frames = list(frames_from_samples(sine(1000.0, 0.1, 5.0, 16000), 16000, 100.0,
+                                      device_id="j-1", start_ns=START_NS))
+    path = tmp_path / "journal"
+    sizes = _saves(path, frames)
+    if damage == "truncated":
+        os.truncate(path, sizes[3] + 10)  # the fifth save cut short
+    else:
+        _flip_byte(path, sizes[3] + 40)  # a bit of the fifth save's payload
+    journal = DeviceJournal(path)
+    assert journal.damage is not None
+    assert f"analyzer journal {path}: damaged at offset {sizes[3]} " in journal.damage
+    assert ("cut-short" if damage == "truncated" else "checksum") in journal.damage
+    assert "4 record(s)" in journal.damage
+    (saved,), _ = journal.load()
+    assert saved.fed_end_ns == frames[3].end_ns  # the state after the fourth save
+    assert [seq for seq, _ in saved.stored] == [0, 1, 2, 3]
+    assert path.stat().st_size == sizes[-1] - (sizes[-1] - sizes[3] - 10
+                                               if damage == "truncated" else 0)  # as found
+
+
+def test_a_journal_of_a_newer_format_is_refused_with_its_number(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    _saves(path, list(frames_from_samples(sine(1000.0, 0.1, 2.0, 16000), 16000, 100.0,
+                                          device_id="j-1", start_ns=START_NS)))
+    data = bytearray(path.read_bytes())
+    data[len(HEADER) - 4:len(HEADER)] = struct.pack(">I", 99)
+    path.write_bytes(bytes(data))
+    with pytest.raises(JournalError, match=rf"{path} is journal format 99; this analyzer "
+                                           r"reads format 3 only \(written by a newer"):
+        DeviceJournal(path)
+    assert path.read_bytes() == bytes(data)  # left as found
+
+
+def test_a_rewritten_journal_holds_the_same_state_in_one_record_per_device(
+    excerpt_20s: Path, tmp_path: Path,
+) -> None:
+    frames = _frames(excerpt_20s)[:12]
+    analysis, reorder = _sited(), ReorderBuffer(120, 30.0)
+    path = tmp_path / "journal"
+    journal = DeviceJournal(path)
+    for frame in frames:
+        reorder.push(frame)
+        analysis.feed(frame)
+        journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, analysis)},
+                     [("j-1", frame.seq, frame.capture_ns)])
+    grown = path.stat().st_size
+    journal.compact({"j-1": LiveDevice(reorder, 0, frames[-1].end_ns, analysis)})
+    assert len(_record_sizes(path)) == 1 and path.stat().st_size < grown
+    frame = _frames(excerpt_20s)[12]  # saves go on after the rewrite
+    reorder.push(frame)
+    analysis.feed(frame)
+    journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, analysis)},
+                 [("j-1", frame.seq, frame.capture_ns)])
+    journal.close()
+    restored = _restored(path)
+    _assert_same(vars(analysis.assessor), vars(restored.assessor), "assessor")
+    _assert_same(vars(analysis.pipeline), vars(restored.pipeline), "pipeline")
+    (saved,), _ = DeviceJournal(path).load()
+    assert [seq for seq, _ in saved.stored] == list(range(13))
+
+
+def test_a_journal_damaged_part_way_resumes_the_last_good_state_and_storage_goes_on(
+    services: Services, tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    path = tmp_path / "journal.sqlite"
+    config = _config(services, path)
+    payloads = _payloads("j-cut", 5)
+    publish_through_analyzer(config, frame_topic("j-cut"), payloads[:1], stored=1)
+    publish_through_analyzer(config, frame_topic("j-cut"), payloads[1:3], stored=2)
+    sizes = _record_sizes(path)
+    assert len(sizes) >= 2
+    os.truncate(path, path.stat().st_size - sizes[-1] // 2)  # its last save cut short
+    damaged = path.read_bytes()
+    caplog.set_level(logging.WARNING, logger="analyzer.ingest.keeper")
+    restarted = publish_through_analyzer(config, frame_topic("j-cut"), payloads[3:], stored=2)
+    assert restarted.failure is None
+    assert restarted.counters.devices_resumed == 1 and restarted.counters.journal_set_aside == 1
+    (aside,) = tmp_path.glob("journal.sqlite.damaged-*")
+    assert aside.read_bytes() == damaged  # kept as found
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any(f"{path}: damaged at offset" in m and str(aside) in m for m in errors), errors
+    (saved,), problems = DeviceJournal(path).load()  # the new journal went on from there
+    assert problems == [] and saved.device == "j-cut"
+    keys = [seq for seq, _ in saved.stored]
+    assert keys[0] == 0 and keys[-2:] == [3, 4]

@@ -6,16 +6,34 @@ frames waiting for a missing predecessor lived in memory only, so a killed analy
 detection afresh at the first unacknowledged frame: that frame was scored without its
 predecessor and the event open at the kill lost its start (docs/FAULTS.md, defect 2).
 
-Now, after every stored batch and before its acknowledgements, the state of each device the
-batch touched is saved here (one SQLite transaction, WAL): the pipeline's checkpoint
-(:meth:`analyzer.detect.DevicePipeline.checkpoint`), the audibility assessor, the reorder
-buffer, and the keys of the frames stored in the last ``KEEP_STORED_S`` of capture time. A
-restarted analyzer restores them before it takes a frame: a redelivered frame that was stored
-is a duplicate, the next one continues the state exactly where the killed process left it. A
-crash between the batch's write and this save leaves the previous state and the batch's frames
-unacknowledged: they are processed again from that state and give the same points, which
-InfluxDB overwrites (same series and time). The rules are not saved: they are primed from
-InfluxDB as before (``analyzer.ingest.device``).
+Now, after every stored batch and before its acknowledgements, **what changed** in each device
+the batch touched is appended to the journal as one record (:mod:`analyzer.ingest.journal_format`:
+versioned header, length-prefixed records with a CRC-32): the reorder buffer's counts, the
+frames that began or stopped waiting, the pipeline's checkpoint
+(:meth:`analyzer.detect.DevicePipeline.checkpoint`, a few KB), the entries the audibility
+assessor's stores gained and how many they dropped from their old end (its recent spectra and
+the background's seconds: one entry each per frame, where pickling the whole assessor wrote its
+160 KiB every time, issue 37), and the keys of the frames stored in the last
+``KEEP_STORED_S`` of capture time. When the file has grown to twice what the state itself
+takes (at least ``COMPACT_MIN_BYTES``) it is rewritten as one full record per device
+(:meth:`DeviceJournal.compact`), written aside and renamed over the old one.
+
+A restarted analyzer replays the records before it takes a frame: a redelivered frame that was
+stored is a duplicate, the next one continues the state exactly where the killed process left
+it. A crash between the batch's write and its record leaves the previous state and the batch's
+frames unacknowledged: they are processed again from that state and give the same points,
+which InfluxDB overwrites (same series and time). The rules are not saved: they are primed
+from InfluxDB as before (``analyzer.ingest.device``). A record cut short or failing its
+checksum ends the replay there (:attr:`DeviceJournal.damage` names the file and the offset):
+the state saved before it is restored, the damaged file is set aside and a new one written
+from that state (``analyzer.ingest.keeper``).
+
+Which state is saved is found, not listed: every attribute of the assessor and of the objects
+it owns (the background tracker) except ``CONFIGURATION``, which the installation record and
+the settings make; a list or deque attribute is a store, journalled by what it gained and lost
+at its ends, anything else a value, written when its bytes change. So an attribute added to
+them is journalled without a change here, and a restore refuses a state whose attributes are
+not the code's (tests/test_journal.py checks a stream restored at every frame).
 
 A saved detection state is used only with the detector settings, dog head and installation
 record it was made with (``context``); otherwise the device starts afresh, as before.
@@ -24,71 +42,66 @@ record it was made with (``context``); otherwise the device starts afresh, as be
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
-import pickle
-import sqlite3
+import os
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
 from analyzer.files import set_sqlite_file_aside
 from analyzer.ingest.device import DeviceAnalysis
+from analyzer.ingest.journal_format import (
+    FORMAT,
+    HEADER,
+    DamagedRecord,
+    JournalFormatError,
+    StateEncoder,
+    StateFormatError,
+    check_header,
+    read_records,
+    record,
+    unpack,
+)
 from analyzer.ingest.ordering import ReorderBuffer
 from sensor.wire import Frame
 
 log = logging.getLogger(__name__)
 
-# Of the pickled state: a saved state of another format is not restored. Raise it with any
-# change to what DevicePipeline, EventTracker, AudibilityAssessor or ReorderBuffer keep.
-FORMAT = 2  # 2: waiting frames are rows of held_frames, no longer in the pickled buffer
 # Keys of frames stored this recently (capture time) are kept, so that copies redelivered after
 # a restart are known as duplicates: the broker redelivers what was not acknowledged, and the
 # sensor re-sends the frames acknowledged in its last 60 s after a broker restart
 # (sensor/publisher.py RESEND_WINDOW_S).
 KEEP_STORED_S = 600
 NS = 1_000_000_000
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS device_state (
-    device TEXT PRIMARY KEY,
-    format INTEGER NOT NULL,
-    state BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS held_frames (
-    device TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    capture_ns INTEGER NOT NULL,
-    frame BLOB NOT NULL,
-    PRIMARY KEY (device, seq, capture_ns)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS stored_frames (
-    device TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    capture_ns INTEGER NOT NULL,
-    PRIMARY KEY (device, seq, capture_ns)
-) WITHOUT ROWID;
-"""
-
-
-# The columns each table must have, in order: a file with other tables of these names (another
-# program's, an older format's) is damaged for this analyzer and set aside.
-_COLUMNS = {"device_state": ["device", "format", "state"],
-            "stored_frames": ["device", "seq", "capture_ns"],
-            "held_frames": ["device", "seq", "capture_ns", "frame"]}
+COMPACT_MIN_BYTES = 64 * 1024 * 1024
+COMPACT_RATIO = 2.0  # rewritten when the file is this many times the last full rewrite
 SET_ASIDE_LABEL = "damaged"  # journal.sqlite.damaged-20261202T142600Z
+# Attributes of the assessor and its parts that are configuration, not state: made from the
+# installation record and the audibility settings, which the context digest pins.
+CONFIGURATION = frozenset({"site", "settings", "propagator", "vocal"})
+_PIPELINE, _ASSESSOR = "pipeline.", "assessor."
+Held = tuple[int, int]  # (seq, capture ns)
 
 
 class JournalError(Exception):
     """The journal could not be read or written; the message names the file and why."""
 
 
+class UnsaveableState(JournalError):
+    """A save was written without the devices whose state cannot be encoded (named): those
+    are forgotten by the journal, so a restart starts them afresh."""
+
+
 def set_aside(path: Path, now: datetime | None = None) -> Path:
-    """Rename the damaged journal ``path`` (and its ``-wal`` and ``-shm`` files) to
-    ``PATH.damaged-YYYYMMDDTHHMMSSZ`` beside it, kept for inspection; the new name. Raises
-    OSError when it cannot be renamed."""
+    """Rename the damaged journal ``path`` to ``PATH.damaged-YYYYMMDDTHHMMSSZ`` beside it,
+    kept for inspection; the new name. Raises OSError when it cannot be renamed."""
     return set_sqlite_file_aside(path, SET_ASIDE_LABEL, now)
 
 
@@ -102,6 +115,32 @@ def detection_context(analysis: DeviceAnalysis) -> str:
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
+def detection_parts(analysis: DeviceAnalysis) -> dict[str, Any]:
+    """The detection state of ``analysis`` by path: ``pipeline.NAME`` for each part of the
+    pipeline's checkpoint, ``assessor.NAME`` (``assessor.background.NAME``, ...) for each
+    attribute of the assessor and the objects of this project it owns, but ``CONFIGURATION``.
+    The values are the live objects (not copies)."""
+    parts = {_PIPELINE + k: v for k, v in analysis.pipeline.checkpoint().items()}
+    if analysis.assessor is not None:
+        _walk(analysis.assessor, _ASSESSOR, parts)
+    return parts
+
+
+def _walk(holder: object, prefix: str, parts: dict[str, Any]) -> None:
+    for name, value in vars(holder).items():
+        if name in CONFIGURATION:
+            continue
+        if type(value).__module__.startswith("analyzer.") and hasattr(value, "__dict__") \
+                and not dataclasses.is_dataclass(value):
+            _walk(value, f"{prefix}{name}.", parts)  # an object it owns: its state too
+        else:
+            parts[prefix + name] = value
+
+
+def _is_store(value: object) -> bool:
+    return type(value) in (deque, list)
+
+
 @dataclass
 class SavedDevice:
     """One device's state as a restarted analyzer finds it."""
@@ -111,186 +150,494 @@ class SavedDevice:
     implausible: int
     fed_end_ns: int | None  # end of the last frame the pipeline took (None: none yet)
     context: str  # detection_context of the saved detection state ("" when none)
-    pipeline: dict[str, Any] | None  # DevicePipeline.checkpoint()
-    assessor: Any  # the AudibilityAssessor, or None
+    pipeline: dict[str, Any] | None  # DevicePipeline.checkpoint(), None: no detection state
+    assessor: dict[str, Any] | None  # path below the assessor -> value (stores as lists)
     stored: list[tuple[int, int]] = field(default_factory=list)  # (seq, capture ns)
     held: list[Frame] = field(default_factory=list)  # frames waiting for a predecessor
+    refusal: str = ""  # why restore_into refused the state, for the log
+
+    @property
+    def parts(self) -> dict[str, Any]:
+        """The saved detection state by path, as :func:`detection_parts` gives it."""
+        parts = {_PIPELINE + k: v for k, v in (self.pipeline or {}).items()}
+        parts.update({_ASSESSOR + k: v for k, v in (self.assessor or {}).items()})
+        return parts
 
     def restore_into(self, analysis: DeviceAnalysis) -> bool:
         """Put the saved detection state into ``analysis`` (freshly made and primed) if it was
-        made in the same context; False (nothing changed) if not."""
-        if self.pipeline is None or self.context != detection_context(analysis):
+        made in the same context and has exactly the parts this code keeps; False (nothing
+        changed, ``refusal`` says why) if not."""
+        if self.pipeline is None:
+            self.refusal = "no detection state was saved"
             return False
-        analysis.pipeline.restore(self.pipeline)
-        if analysis.assessor is not None and self.assessor is not None:
-            analysis.assessor = self.assessor
+        if self.context != detection_context(analysis):
+            self.refusal = ("its saved detection state was made with other detector settings, "
+                            "dog head or installation record")
+            return False
+        saved, wanted = self.parts, detection_parts(analysis)
+        if saved.keys() != wanted.keys():
+            self.refusal = (f"its saved detection state has part(s) "
+                            f"{sorted(saved.keys() - wanted.keys())} this version does not "
+                            f"keep and lacks {sorted(wanted.keys() - saved.keys())}")
+            return False
+        analysis.pipeline.restore({k[len(_PIPELINE):]: v for k, v in saved.items()
+                                   if k.startswith(_PIPELINE)})
+        for path, value in saved.items():
+            if path.startswith(_ASSESSOR):
+                *owners, name = path[len(_ASSESSOR):].split(".")
+                holder: Any = analysis.assessor
+                for owner in owners:
+                    holder = getattr(holder, owner)
+                current = getattr(holder, name)
+                if _is_store(current):  # kept as made (a deque's maxlen, say)
+                    current.clear()
+                    current.extend(value)
+                else:
+                    setattr(holder, name, value)
         return True
 
 
-def device_state_blob(reorder: ReorderBuffer, implausible: int, fed_end_ns: int | None,
-                      analysis: DeviceAnalysis | None, pending: SavedDevice | None = None
-                      ) -> bytes:
-    """One device's state, as saved; ``pending``: a restored state not yet put into an
-    analysis (kept as it was saved)."""
-    detection: dict[str, Any] | None = None
-    if analysis is None and pending is not None and pending.pipeline is not None:
-        detection = {"context": pending.context, "pipeline": pending.pipeline,
-                     "assessor": pending.assessor}
-    if analysis is not None:
-        detection = {"context": detection_context(analysis),
-                     "pipeline": analysis.pipeline.checkpoint(),
-                     "assessor": analysis.assessor}
-    # Without its waiting frames: those are rows of held_frames, written once when a frame
-    # starts waiting and deleted when it is released (HeldChanges), never with every save:
-    # 40 devices holding 119 frames each stalled storage about 30 s per save (issue 32, 4).
-    return pickle.dumps({"reorder": reorder.without_held(), "implausible": implausible,
-                         "fed_end_ns": fed_end_ns, "detection": detection},
-                        protocol=pickle.HIGHEST_PROTOCOL)
+@dataclass
+class LiveDevice:
+    """What the journal saves of one device: the service's per-device state, by reference."""
+
+    reorder: ReorderBuffer
+    implausible: int
+    fed_end_ns: int | None
+    analysis: DeviceAnalysis | None
+    pending: SavedDevice | None = None  # restored from the journal, not yet put into analysis
 
 
 @dataclass
-class HeldChanges:
-    """Frames that began waiting (``added``: device, frame) and that were released
-    (``removed``: device, seq, capture ns) since the last save."""
+class _Written:
+    """What the journal holds of one device, as its writer knows it (to write what changed)."""
 
-    added: list[tuple[str, Frame]] = field(default_factory=list)
-    removed: list[tuple[str, int, int]] = field(default_factory=list)
+    held: set[Held] = field(default_factory=set)
+    stored: deque[tuple[int, int]] = field(default_factory=deque)
+    detection: DeviceAnalysis | None = None  # the analysis whose parts the mirrors follow
+    has_detection: bool = False
+    mirrors: dict[str, deque[Any]] = field(default_factory=dict)  # stores: entries held
+    values: dict[str, bytes] = field(default_factory=dict)  # values: bytes last written
+
+
+def _keep_recent(stored: deque[tuple[int, int]], keys: Iterable[tuple[int, int]]) -> None:
+    """Add stored frames' keys; drop those more than ``KEEP_STORED_S`` older than the newest
+    from the old end."""
+    newest = stored[-1][1] if stored else None
+    for key in keys:
+        stored.append(key)
+        newest = key[1] if newest is None else max(newest, key[1])
+    if newest is not None:
+        while stored and stored[0][1] < newest - KEEP_STORED_S * NS:
+            stored.popleft()
+
+
+def _store_change(mirror: deque[Any], current: deque[Any] | list[Any]
+                  ) -> tuple[int, list[Any]] | None:
+    """How ``current`` differs from ``mirror`` (what the journal holds of it, updated here):
+    entries dropped from its old end and entries added at its new end. None when it changed
+    otherwise (the caller writes it whole)."""
+    dropped = 0
+    if current:
+        first = current[0]
+        while mirror and mirror[0] is not first:
+            mirror.popleft()
+            dropped += 1
+    else:
+        dropped = len(mirror)
+        mirror.clear()
+    kept = len(mirror)
+    if kept > len(current) or (kept and current[kept - 1] is not mirror[-1]):
+        return None
+    added = [current[i] for i in range(kept - len(current), 0)]
+    mirror.extend(added)
+    return dropped, added
 
 
 class DeviceJournal:
-    """The SQLite file at ``path`` (made if missing). Owned by the analyzer's worker thread."""
+    """The journal file at ``path`` (made if missing), replayed when opened. Owned by the
+    analyzer's worker thread. :class:`JournalError` when the file cannot be read as a journal
+    at all (another file, another format: the caller sets it aside)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self.damage: str | None = None  # the damaged record that ended the replay, if any
+        self._replayed: dict[str, _Replayed] = {}
+        self._written: dict[str, _Written] = {}
+        self._encoder = StateEncoder()
+        self._fd: int | None = None
+        self._size = 0
+        self._base = len(HEADER)  # bytes of the last full rewrite
+        self.records = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), isolation_level=None)
-            problem = self._damage()  # before anything writes: a damaged file stays as found
-            if problem:
-                raise JournalError(f"analyzer journal {self.path}: {problem}")
-            self._db.execute("PRAGMA journal_mode=WAL")
-            # NORMAL: a power cut may lose the last saves, never the file's integrity; a lost
-            # save only means its frames are processed again (see the module docstring).
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            # INCREMENTAL: freed pages are handed back to the file system at every save, so
-            # the file shrinks when held frames are released (it never did: issue 32, 4).
-            if self._db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
-                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
-                self._db.execute("VACUUM")  # auto_vacuum takes effect only after one
-            self._db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
+            if self.path.is_dir():
+                raise JournalError(f"analyzer journal {self.path}: is a directory")
+            good_end = self._replay() if self.path.exists() else 0
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
+            if good_end == 0:
+                os.ftruncate(self._fd, 0)
+                os.write(self._fd, HEADER)
+                good_end = len(HEADER)
+            self._size = good_end
+            if self.damage is None:  # a damaged file stays as found until it is set aside
+                os.lseek(self._fd, good_end, os.SEEK_SET)
+        except OSError as exc:
             self._close_quietly()
             raise JournalError(f"analyzer journal {self.path}: {exc}") from exc
         except JournalError:
             self._close_quietly()
             raise
 
-    def _damage(self) -> str | None:
-        """What makes the open file unusable as this journal (SQLite's quick check, tables of
-        another shape), or None."""
-        check = [row[0] for row in self._db.execute("PRAGMA quick_check(5)").fetchall()]
-        if check != ["ok"]:
-            said = "; ".join(str(c) for c in check).replace("\n", "; ")
-            return f"integrity check failed: {said[:500]}"
-        for table, columns in _COLUMNS.items():
-            found = [row[1] for row in self._db.execute(f"PRAGMA table_info({table})")]
-            if found and found != columns:  # missing tables are made
-                return f"table {table} has columns {found}, this analyzer needs {columns}"
-        return None
+    # --- reading ---------------------------------------------------------------------------
+    def _replay(self) -> int:
+        """Apply every intact record; the offset where the good records end (0: the file is
+        empty)."""
+        with open(self.path, "rb") as file:
+            head = file.read(len(HEADER))
+            if not head:
+                return 0
+            try:
+                check_header(head, f"analyzer journal {self.path}")
+            except JournalFormatError as exc:
+                raise JournalError(str(exc)) from exc
+            good_end = len(HEADER)
+            try:
+                for offset, payload in read_records(file):
+                    try:
+                        self._apply(unpack(payload))
+                    except (ValueError, TypeError, KeyError, IndexError,
+                            StateFormatError) as exc:
+                        raise DamagedRecord(offset, f"a record cannot be read ({exc})") from exc
+                    good_end = file.tell()
+                    self.records += 1
+            except DamagedRecord as exc:
+                self.damage = (f"analyzer journal {self.path}: damaged at offset {exc.offset} "
+                               f"of {self.path.stat().st_size} bytes: {exc.why}; the state "
+                               f"saved before it ({self.records} record(s)) is restored, "
+                               "later saves are lost")
+        return good_end
 
-    def _close_quietly(self) -> None:
-        db = getattr(self, "_db", None)
-        if db is not None:
-            with contextlib.suppress(sqlite3.Error):
-                db.close()
+    def _apply(self, rec: dict[str, Any]) -> None:
+        kind = rec["k"]
+        if kind == "save":
+            for device, change in rec["d"].items():
+                if change is None:
+                    self._replayed.pop(device, None)
+                else:
+                    self._replayed.setdefault(device, _Replayed(device)).apply(change)
+            by_device: dict[str, list[tuple[int, int]]] = {}
+            for device, seq, capture_ns in rec["s"]:
+                by_device.setdefault(device, []).append((seq, capture_ns))
+            for device, keys in by_device.items():
+                if device in self._replayed:
+                    _keep_recent(self._replayed[device].stored, keys)
+        elif kind == "device":  # one device's full state, as a rewrite writes it
+            replayed = self._replayed[rec["device"]] = _Replayed(rec["device"])
+            replayed.apply(rec["c"])
+            _keep_recent(replayed.stored, [(s, t) for s, t in rec["s"]])
+        else:
+            raise ValueError(f"unknown record kind {kind!r}")
 
     @property
     def empty(self) -> bool:
         """Whether the journal holds no device state (new, or emptied)."""
-        try:
-            return self._db.execute("SELECT 1 FROM device_state LIMIT 1").fetchone() is None
-        except sqlite3.Error as exc:
-            raise JournalError(f"analyzer journal {self.path}: reading failed: {exc}") from exc
-
-    def close(self) -> None:
-        """Close the file."""
-        self._db.close()
-
-    def save(self, states: Mapping[str, bytes | None], stored: Iterable[tuple[str, int, int]],
-             held: HeldChanges | None = None) -> None:
-        """In one transaction: each device's state (None: forget the device), the keys
-        (device, seq, capture ns) of frames just stored, and the ``held`` frames that began or
-        stopped waiting; keys older than ``KEEP_STORED_S`` before a device's newest are
-        trimmed. Freed pages go back to the file system (the file shrinks)."""
-        held = held or HeldChanges()
-        keys = list(stored)
-        newest: dict[str, int] = {}
-        for device, _, capture_ns in keys:
-            newest[device] = max(capture_ns, newest.get(device, capture_ns))
-        try:
-            with self._db:  # BEGIN ... COMMIT, ROLLBACK on error
-                self._db.execute("BEGIN")
-                for device, blob in states.items():
-                    if blob is None:
-                        self._db.execute("DELETE FROM device_state WHERE device = ?", (device,))
-                        self._db.execute("DELETE FROM stored_frames WHERE device = ?", (device,))
-                        self._db.execute("DELETE FROM held_frames WHERE device = ?", (device,))
-                    else:
-                        self._db.execute("INSERT OR REPLACE INTO device_state VALUES (?, ?, ?)",
-                                         (device, FORMAT, blob))
-                self._db.executemany("INSERT OR IGNORE INTO stored_frames VALUES (?, ?, ?)",
-                                     [k for k in keys if states.get(k[0], b"") is not None])
-                for device, capture_ns in newest.items():
-                    self._db.execute(
-                        "DELETE FROM stored_frames WHERE device = ? AND capture_ns < ?",
-                        (device, capture_ns - KEEP_STORED_S * NS))
-                self._db.executemany("DELETE FROM held_frames WHERE device = ? AND seq = ? "
-                                     "AND capture_ns = ?", held.removed)
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO held_frames VALUES (?, ?, ?, ?)",
-                    [(device, frame.seq, frame.capture_ns,
-                      pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL))
-                     for device, frame in held.added if states.get(device, b"") is not None])
-            # executescript steps it to the end (execute frees one page per call)
-            self._db.executescript("PRAGMA incremental_vacuum")
-        except sqlite3.Error as exc:
-            raise JournalError(f"analyzer journal {self.path}: saving failed: {exc}") from exc
+        return not self._replayed
 
     def load(self) -> tuple[list[SavedDevice], list[str]]:
         """Every saved device, and a line for each one whose state could not be read (those
-        start afresh)."""
-        try:
-            rows = self._db.execute("SELECT device, format, state FROM device_state").fetchall()
-            keys = self._db.execute(
-                "SELECT device, seq, capture_ns FROM stored_frames ORDER BY device, capture_ns"
-            ).fetchall()
-            held_rows = self._db.execute(
-                "SELECT device, frame FROM held_frames ORDER BY device, seq").fetchall()
-        except sqlite3.Error as exc:
-            raise JournalError(f"analyzer journal {self.path}: reading failed: {exc}") from exc
-        held: dict[str, list[Frame]] = {}
-        for device, blob in held_rows:
+        start afresh; their frames' keys are kept)."""
+        saved: list[SavedDevice] = []
+        problems: list[str] = []
+        for device, replayed in self._replayed.items():
             try:
-                held.setdefault(device, []).append(pickle.loads(blob))  # noqa: S301 (ours)
-            except Exception as exc:  # that frame is not restored; it is stored already
-                log.error("analyzer journal %s: a held frame of %s is unreadable (%s: %s)",
-                          self.path, device, type(exc).__name__, exc)
-        stored: dict[str, list[tuple[int, int]]] = {}
-        for device, seq, capture_ns in keys:
-            stored.setdefault(device, []).append((seq, capture_ns))
-        saved, problems = [], []
-        for device, fmt, blob in rows:
-            if fmt != FORMAT:
-                problems.append(f"{device}: saved in format {fmt}, this analyzer reads {FORMAT}")
+                found = replayed.saved(problems)
+            except (StateFormatError, ValueError, TypeError, KeyError) as exc:
+                problems.append(f"{device}: {type(exc).__name__}: {exc}")
+                continue
+            saved.append(found)
+            self._written[device] = _Written(
+                held={(f.seq, f.capture_ns) for f in found.held},
+                stored=deque(replayed.stored), has_detection=found.pipeline is not None)
+        self._replayed = {}  # handed over: the writer's view takes it from here
+        return saved, problems
+
+    # --- writing ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the file."""
+        self._close_quietly()
+
+    def _close_quietly(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+    @property
+    def wants_compaction(self) -> bool:
+        """Whether the file has grown enough since the last rewrite to be rewritten."""
+        return self._size > max(COMPACT_MIN_BYTES, COMPACT_RATIO * self._base)
+
+    def postpone_compaction(self) -> None:
+        """A rewrite failed: try again only once the file has grown as much again."""
+        self._base = max(self._base, self._size)
+
+    def restored(self, device: str, analysis: DeviceAnalysis) -> None:
+        """``analysis`` now holds the state the journal holds for ``device`` (restored into
+        it): later saves write only what changes from it."""
+        written = self._written.get(device)
+        if written is None or not written.has_detection:
+            return
+        written.detection = analysis
+        written.mirrors = {path: deque(value) for path, value in
+                           detection_parts(analysis).items() if _is_store(value)}
+        written.values = {}
+
+    def save(self, devices: Mapping[str, LiveDevice | None],
+             stored: Iterable[tuple[str, int, int]]) -> int:
+        """Append one record: what changed in each of ``devices`` (None: forget the device)
+        and the keys (device, seq, capture ns) of frames just stored; the bytes written. A
+        device whose state cannot be encoded is forgotten (a restart starts it afresh) and
+        named in the JournalError raised after the record is written."""
+        changes: dict[str, dict[str, Any] | None] = {}
+        unsaveable = []
+        for device, live in devices.items():
+            if live is None:
+                changes[device] = None
+                self._written.pop(device, None)
                 continue
             try:
-                # The analyzer's own file in its state directory, written by this code.
-                state = pickle.loads(blob)  # noqa: S301
-                detection = state["detection"] or {}
-                saved.append(SavedDevice(
-                    device, state["reorder"], int(state["implausible"]), state["fed_end_ns"],
-                    detection.get("context", ""), detection.get("pipeline"),
-                    detection.get("assessor"), stored.get(device, []), held.get(device, [])))
-            except Exception as exc:  # any unreadable state: that device starts afresh
-                problems.append(f"{device}: {type(exc).__name__}: {exc}")
-        return saved, problems
+                changes[device], self._written[device] = self._change(
+                    live, self._written.get(device))
+            except StateFormatError as exc:  # its older state must not be restored: drop it
+                changes[device] = None
+                self._written.pop(device, None)
+                unsaveable.append(f"{device}: {exc}")
+        keys = [(d, seq, ns) for d, seq, ns in stored if changes.get(d, {}) is not None]
+        written = self._append(msgpack.packb({"k": "save", "d": changes, "s": keys}),
+                               list(changes))
+        for device, seq, capture_ns in keys:
+            if device in self._written:
+                _keep_recent(self._written[device].stored, [(seq, capture_ns)])
+        if unsaveable:
+            raise UnsaveableState(f"analyzer journal {self.path}: the state of "
+                               f"{'; '.join(unsaveable)} cannot be saved; a restart starts "
+                               "it afresh")
+        return written
+
+    def _append(self, payload: bytes, devices: list[str]) -> int:
+        data = record(payload)
+        if self._fd is None or self.damage is not None:
+            raise JournalError(f"analyzer journal {self.path}: not open for writing")
+        try:
+            done = 0
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
+        except OSError as exc:
+            # Back to the last whole record; what those devices hold is written whole next
+            # time (their mirrors may have moved on).
+            for device in devices:
+                self._written.pop(device, None)
+            try:
+                os.ftruncate(self._fd, self._size)
+                os.lseek(self._fd, self._size, os.SEEK_SET)
+            except OSError:
+                self.damage = f"analyzer journal {self.path}: a failed write left a partial record"
+            raise JournalError(f"analyzer journal {self.path}: saving failed: {exc}") from exc
+        self._size += len(data)
+        return len(data)
+
+    def _change(self, live: LiveDevice, written: _Written | None
+                ) -> tuple[dict[str, Any], _Written]:
+        """What changed in one device since ``written`` (None: everything, ``full``), and
+        what the journal holds of it once that is written (``written``, updated)."""
+        pack = self._encoder.pack
+        reorder = {k: v for k, v in vars(live.reorder).items() if k != "_waiting"}
+        change: dict[str, Any] = {"r": pack(reorder), "i": live.implausible,
+                                  "f": live.fed_end_ns}
+        full = written is None
+        if written is None:
+            written = _Written()
+            change["full"] = True
+        held = live.reorder.held()
+        began = sorted(held.keys() - written.held)
+        if began:
+            change["hold"] = [[seq, ns, pack(held[(seq, ns)])] for seq, ns in began]
+        ended = written.held - held.keys()
+        if ended:
+            change["release"] = [list(k) for k in ended]
+        written.held = set(held)
+        analysis = live.analysis
+        if analysis is not None:
+            change["det"] = self._detection_change(analysis, written)
+        elif live.pending is not None:
+            if full:  # a rewrite: the restored state, not yet in use, whole
+                change["det"] = self._pending_detection(live.pending)
+                written.has_detection = change["det"] is not None
+        elif written.has_detection or full:
+            change["det"] = None
+            written.has_detection = False
+            written.detection = None
+        return change, written
+
+    def _detection_change(self, analysis: DeviceAnalysis, written: _Written) -> dict[str, Any]:
+        pack, rows = self._encoder.pack, self._encoder.encode_rows
+        parts = detection_parts(analysis)
+        out: dict[str, list[Any]] = {}
+        whole = written.detection is not analysis
+        if whole:
+            written.detection, written.mirrors, written.values = analysis, {}, {}
+            written.has_detection = True
+        for path, value in parts.items():
+            if _is_store(value):
+                mirror = written.mirrors.get(path)
+                diff = None if mirror is None else _store_change(mirror, value)
+                if diff is None:
+                    written.mirrors[path] = deque(value)
+                    out[path] = ["s", pack(rows(list(value)))]
+                elif diff[0] or diff[1]:
+                    out[path] = ["d", diff[0], pack(rows(diff[1]))]
+            else:
+                data = pack(value)
+                if written.values.get(path) != data:
+                    written.values[path] = data
+                    out[path] = ["v", data]
+        change: dict[str, Any] = {"p": out}
+        if whole:
+            change["ctx"], change["full"] = detection_context(analysis), True
+        return change
+
+    def _pending_detection(self, saved: SavedDevice) -> dict[str, Any] | None:
+        if saved.pipeline is None:
+            return None
+        pack, rows = self._encoder.pack, self._encoder.encode_rows
+        out = {path: (["s", pack(rows(list(v)))] if _is_store(v) else ["v", pack(v)])
+               for path, v in saved.parts.items()}
+        return {"p": out, "ctx": saved.context, "full": True}
+
+    def compact(self, devices: Mapping[str, LiveDevice]) -> int:
+        """Rewrite the journal as one full record per device of ``devices`` (every device it
+        holds), written aside and renamed over it; the new file's size. The old file stays
+        whole if this fails (JournalError)."""
+        aside = self.path.with_name(self.path.name + ".rewrite")
+        saved_written, self._written = self._written, {}
+        fd = None
+        try:
+            fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            chunks = [HEADER]
+            size = len(HEADER)
+            for device, live in devices.items():
+                stored = saved_written.get(device, _Written()).stored
+                change, written = self._change(live, None)
+                written.stored = deque(stored)
+                self._written[device] = written
+                chunk = record(msgpack.packb({"k": "device", "device": device, "c": change,
+                                              "s": [list(k) for k in stored]}))
+                chunks.append(chunk)
+                size += len(chunk)
+                if sum(len(c) for c in chunks) > 8 * 1024 * 1024:
+                    os.write(fd, b"".join(chunks))
+                    chunks = []
+            os.write(fd, b"".join(chunks))
+            os.fsync(fd)
+            os.close(fd)
+            fd = None
+            os.replace(aside, self.path)
+            self._close_quietly()
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
+        except (OSError, StateFormatError) as exc:
+            self._written = saved_written
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            with contextlib.suppress(OSError):
+                aside.unlink()
+            raise JournalError(f"analyzer journal {self.path}: rewriting failed: {exc}") from exc
+        self._size = self._base = size
+        self.damage = None
+        return size
+
+
+@dataclass
+class _Replayed:
+    """One device's state while the records are replayed (decoded as far as needed)."""
+
+    device: str
+    reorder: dict[str, Any] = field(default_factory=dict)
+    implausible: int = 0
+    fed_end_ns: int | None = None
+    held: dict[Held, bytes] = field(default_factory=dict)
+    stored: deque[tuple[int, int]] = field(default_factory=deque)
+    context: str = ""
+    parts: dict[str, Any] | None = None  # None: no detection state
+    broken: str = ""  # why the detection state cannot be replayed (it is dropped)
+
+    def apply(self, change: dict[str, Any]) -> None:
+        self.reorder = unpack(change["r"])
+        self.implausible, self.fed_end_ns = int(change["i"]), change["f"]
+        if change.get("full"):
+            self.held = {}
+        for seq, capture_ns, data in change.get("hold", []):
+            # Decoded when loaded: a frame this code cannot read loses only its score.
+            self.held[(seq, capture_ns)] = data
+        for seq, capture_ns in change.get("release", []):
+            self.held.pop((seq, capture_ns), None)
+        if "det" not in change:
+            return
+        detection = change["det"]
+        if detection is None:
+            self.parts, self.context, self.broken = None, "", ""
+            return
+        if detection.get("full"):
+            self.parts, self.context, self.broken = {}, detection["ctx"], ""
+        if self.broken or self.parts is None:
+            return
+        try:
+            for path, (kind, *data) in detection["p"].items():
+                if kind == "v":
+                    self.parts[path] = unpack(data[0])
+                elif kind == "s":
+                    self.parts[path] = deque(unpack(data[0]))
+                elif kind == "d":
+                    store = self.parts[path]
+                    dropped, added = data[0], unpack(data[1])
+                    if dropped > len(store):
+                        raise ValueError(f"{path} drops {dropped} of {len(store)} entries")
+                    for _ in range(dropped):
+                        store.popleft()
+                    store.extend(added)
+                else:
+                    raise ValueError(f"unknown kind of part {kind!r}")
+        except (StateFormatError, ValueError, KeyError, TypeError) as exc:
+            self.parts, self.broken = None, f"{type(exc).__name__}: {exc}"
+
+    def saved(self, problems: list[str]) -> SavedDevice:
+        fresh = ReorderBuffer(int(self.reorder["window"]), float(self.reorder["max_wait_s"]))
+        expected = {k for k in vars(fresh) if k != "_waiting"}
+        if set(self.reorder) != expected:
+            raise StateFormatError(f"its reorder buffer was saved with {sorted(self.reorder)}, "
+                                   f"this version keeps {sorted(expected)}")
+        vars(fresh).update(self.reorder)
+        held = []
+        for key, data in sorted(self.held.items()):
+            try:
+                frame = unpack(data)
+                if not isinstance(frame, Frame):
+                    raise StateFormatError(f"a {type(frame).__name__}, not a frame")
+                held.append(frame)
+            except (StateFormatError, ValueError, TypeError) as exc:
+                # That frame is not restored; it is stored already (unscored).
+                log.error("analyzer journal: held frame %s of %s is unreadable (%s: %s)", key,
+                          self.device, type(exc).__name__, exc)
+        if self.broken:
+            problems.append(f"{self.device}: its detection state cannot be read "
+                            f"({self.broken}); detection starts afresh")
+        pipeline = assessor = None
+        if self.parts is not None and not self.broken:
+            pipeline = {k[len(_PIPELINE):]: v for k, v in self.parts.items()
+                        if k.startswith(_PIPELINE)}
+            assessor = {k[len(_ASSESSOR):]: (list(v) if type(v) is deque else v)
+                        for k, v in self.parts.items() if k.startswith(_ASSESSOR)}
+        return SavedDevice(self.device, fresh, self.implausible, self.fed_end_ns,
+                           self.context if pipeline is not None else "", pipeline, assessor,
+                           list(self.stored), held)

@@ -45,16 +45,10 @@ from analyzer.errors import AnalyzerError, InfluxUnavailable
 from analyzer.ingest.device import DeviceAnalysis, DeviceOutput
 from analyzer.ingest.frame_check import DEVICE_MISMATCH, Rejection, check_frame
 from analyzer.ingest.inbox import INVALID_TOPICS, OTHER_DEVICES, Inbox, InboxLimits
-from analyzer.ingest.journal import (
-    DeviceJournal,
-    HeldChanges,
-    JournalError,
-    SavedDevice,
-    device_state_blob,
-    set_aside,
-)
+from analyzer.ingest.keeper import STORED_FRAMES_PER_DEVICE, JournalKeeper
 from analyzer.ingest.messages import parse_heartbeat, parse_status
 from analyzer.ingest.ordering import ReorderBuffer
+from analyzer.ingest.partitions import Ownership
 from analyzer.ingest.plausibility import time_problem
 from analyzer.ingest.state import Ack, AnalyzerCounters, DeviceState, Key, StoredFrames, iso_time
 from analyzer.ordinance import EvidenceChain
@@ -81,7 +75,6 @@ SUBSCRIPTIONS = [
     (f"{TOPIC_ROOT}/heartbeat/+", 1),
     (f"{TOPIC_ROOT}/status/+", 1),
 ]
-STORED_FRAMES_PER_DEVICE = 100_000
 FLUSH_AFTER_S = 0.5
 HOUSEKEEPING_EVERY_S = 1.0
 IMPLAUSIBLE_LOG_EVERY = 600  # per device: log the first implausible frame, then every 600th
@@ -105,7 +98,7 @@ class Analyzer:
     def __init__(self, config: AnalyzerConfig, clock: Callable[[], float] = time.monotonic
                  ) -> None:
         self.config = config
-        self._share = config.share
+        self._owned = Ownership(config.share)  # the fleet's partitions it serves
         self._drop_flood = config.confirm_stored and config.drop_flood
         self.counters = AnalyzerCounters()
         self.influx = InfluxClient(config.influx)
@@ -122,9 +115,8 @@ class Analyzer:
         self._generation = 0
         self._devices: dict[str, DeviceState] = {}
         self._chain = EvidenceChain()
-        self._journal: DeviceJournal | None = None
-        self._touched: set[str] = set()  # devices whose state changed since the last save
-        self._unsaved_keys: list[Key] = []  # stored frames a failed save did not record
+        # Saves and resumes each device's analysis state (analyzer.ingest.keeper)
+        self._keeper = JournalKeeper(config, self._devices, self.counters, clock)
         self._unstored: dict[Key, list[Ack]] = {}
         self._unstored_times: set[tuple[str, int]] = set()  # (device, capture ns) of those
         self._ack_placed = False
@@ -197,7 +189,7 @@ class Analyzer:
             self.config.mqtt.host,
             self.config.mqtt.port,
             flags.session_present,
-            self._share,
+            self._owned,
         )
 
     def _on_subscribe(
@@ -240,7 +232,7 @@ class Analyzer:
     def _run(self) -> None:
         try:
             self._init_storage()
-            self._resume_devices()
+            self._keeper.resume_devices()
             while not self.stop_event.is_set():
                 try:
                     self._step()
@@ -251,8 +243,7 @@ class Analyzer:
                     self.stop_event.wait(WORKER_ERROR_BACKOFF_S)
             if self._batch or self._batch_acks:
                 self._flush()
-            if self._journal is not None:
-                self._journal.close()
+            self._keeper.close()
         except BaseException as exc:
             self._failure = f"{type(exc).__name__}: {exc}"
             log.critical("analyzer worker died: %s", self._failure, exc_info=True)
@@ -288,87 +279,6 @@ class Analyzer:
                 self.stop_event.wait(delay)
                 delay = min(delay * 2, self.config.influx.retry_max_s)
 
-    def _resume_devices(self) -> None:
-        """Open the journal (``journal_path``) and restore each saved device's state."""
-        if not self.config.journal_path:
-            log.warning("no journal_path: a restart will lose each device's detection state "
-                        "(the event open at it loses its start; docs/FAULTS.md)")
-            return
-        path = Path(self.config.journal_path)
-        existed = path.exists() or path.is_symlink()
-        try:
-            self._journal = DeviceJournal(path)
-            saved, problems = self._journal.load()
-            empty = self._journal.empty
-        except JournalError as exc:
-            if self._journal is not None:
-                self._journal.close()
-            self._journal = self._journal_afresh(path, exc)
-            return
-        for problem in problems:
-            self.counters.journal_errors += 1
-            log.error("journal %s: cannot restore %s; that device starts afresh",
-                      self.config.journal_path, problem)
-        for device in saved:
-            try:
-                self._resume(device)
-            except Exception as exc:  # that device starts afresh, the others resume
-                self.counters.journal_errors += 1
-                self._devices.pop(device.device, None)
-                log.error("journal %s: restoring %s raised %s: %s; it starts afresh",
-                          self.config.journal_path, device.device, type(exc).__name__, exc,
-                          exc_info=True)
-        if saved:
-            log.info("resumed the analysis state of %d device(s) from %s",
-                     self.counters.devices_resumed, self.config.journal_path)
-        elif empty:
-            log.warning("journal %s %s: every device's detection starts afresh", path,
-                        "holds no saved state (emptied?)" if existed else "is new")
-
-    def _journal_afresh(self, path: Path, damage: JournalError) -> DeviceJournal | None:
-        """A journal that cannot be used must not stop storage (issue 32, 2): set it aside
-        (renamed, kept for inspection) and start an empty one; every device starts afresh
-        from the frames the broker still holds. Without even that, run without a journal."""
-        self.counters.journal_set_aside += 1
-        try:
-            moved: str = str(set_aside(path))
-        except OSError as exc:
-            moved = ""
-            log.error("%s; it could not be set aside (%s)", damage, exc)
-        if moved:
-            log.error("%s; set aside as %s (kept for inspection), a new journal is started: "
-                      "every device's detection starts afresh from the frames the broker "
-                      "still holds", damage, moved)
-            try:
-                return DeviceJournal(path)
-            except JournalError as exc:
-                damage = exc
-                log.error("%s", exc)
-        self.counters.journal_off = 1
-        log.error("running WITHOUT a journal (%s unusable: %s): a restart will lose each "
-                  "device's detection state; repair or remove it and restart", path, damage)
-        return None
-
-    def _resume(self, saved: SavedDevice) -> None:
-        now = self._clock()
-        reorder = saved.reorder
-        reorder.window, reorder.max_wait_s = (self.config.reorder_window_frames,
-                                              self.config.reorder_wait_s)
-        reorder.restamp(now)
-        reorder.hold_again(saved.held, now)
-        state = DeviceState(reorder, StoredFrames(STORED_FRAMES_PER_DEVICE), now,
-                            implausible=saved.implausible, fed_end_ns=saved.fed_end_ns)
-        for key in saved.stored:
-            state.stored.add(key)
-        state.held_saved = set(reorder.held())
-        self._devices[saved.device] = state
-        if saved.fed_end_ns is not None:
-            # Restored when the device is next needed (a frame, a released gap, forgetting
-            # it), not here: priming reads InfluxDB (three queries a device), and 10,511
-            # devices primed at start-up kept storage stopped for 34 s (issue 32, item 7).
-            state.resume = saved
-        self.counters.devices_resumed += 1
-
     def _analysis_of(self, device: str, state: DeviceState, first_frame_ns: int
                      ) -> DeviceAnalysis:
         """The device's analysis state: made (and primed) on its first frame, or restored
@@ -380,49 +290,8 @@ class Analyzer:
             state.analysis = self._new_device(device, first_frame_ns)
             return state.analysis
         state.analysis = self._new_device(device, saved.fed_end_ns)
-        if not saved.restore_into(state.analysis):
-            log.warning("%s: its saved detection state was made with other detector "
-                        "settings, dog head or installation record; detection starts "
-                        "afresh", device)
+        self._keeper.restore(device, saved, state.analysis)
         return state.analysis
-
-    def _save_journal(self, stored: list[Key]) -> None:
-        """Save the state of every device changed since the last save, and the keys of the
-        frames just stored (after they were written, before they are acknowledged)."""
-        if self._journal is None or not (self._touched or stored):
-            return
-        states: dict[str, bytes | None] = {}
-        held = HeldChanges()
-        saved_held: dict[str, set[tuple[int, int]]] = {}
-        for device in self._touched:
-            state = self._devices.get(device)
-            if state is not None:  # only the frames that began or stopped waiting
-                now_held = state.reorder.held()
-                held.added += [(device, now_held[k]) for k in now_held.keys() - state.held_saved]
-                held.removed += [(device, *k) for k in state.held_saved - now_held.keys()]
-                saved_held[device] = set(now_held)
-            try:
-                states[device] = None if state is None else device_state_blob(
-                    state.reorder, state.implausible, state.fed_end_ns, state.analysis,
-                    state.resume)
-            except Exception as exc:  # its older state must not be restored: drop it
-                self.counters.journal_errors += 1
-                states[device] = None
-                log.error("%s: its analysis state cannot be saved (%s: %s); a restart now "
-                          "starts it afresh", device, type(exc).__name__, exc)
-        try:
-            self._journal.save(states, self._unsaved_keys + stored, held)
-        except JournalError as exc:
-            # Acknowledged all the same (the frames are stored); saved again with the next
-            # batch. A restart before that restores these devices' previous state.
-            self.counters.journal_errors += 1
-            self._unsaved_keys = (self._unsaved_keys + stored)[-STORED_FRAMES_PER_DEVICE:]
-            log.error("%s; retried with the next batch", exc)
-            return
-        self._unsaved_keys = []
-        for device, keys in saved_held.items():
-            self._devices[device].held_saved = keys
-        self._touched.clear()
 
     def _confirm_later(self, device: str, seq: int) -> None:
         """Confirm ``seq`` to ``device``'s sensor with the next stored batch."""
@@ -485,7 +354,7 @@ class Analyzer:
             log.warning("dropped message: %s", exc)
             self._ack_later(ack)
             return
-        if not self._share.owns(device):  # another analyzer's device (partition, SCALE.md)
+        if not self._owned.owns(device):  # another analyzer's device (partitions.py)
             self.counters.other_partition += 1
             self._ack_later(ack)
             return
@@ -550,7 +419,7 @@ class Analyzer:
                 self._clock(),
             )
         state.last_seen_s = self._clock()
-        self._touched.add(device)
+        self._keeper.touched.add(device)
         key = (device, frame.seq, frame.capture_ns)
         if key[1:] in state.stored:
             self.counters.duplicates += 1
@@ -764,7 +633,7 @@ class Analyzer:
         if refused:
             self.counters.points_refused += len(refused)
             self.counters.influx_rejected_batches += 1
-        self._save_journal([key for key in self._batch_keys if key is not None])
+        self._keeper.save([key for key in self._batch_keys if key is not None])
         acks = list(self._batch_acks)
         for index, key in enumerate(self._batch_keys):
             if key is None:
@@ -797,7 +666,7 @@ class Analyzer:
             if reorder.waiting:
                 ready = self._count_gaps(device, reorder, reorder.expire, now)
                 self._score(device, state, ready, current=None)
-                self._touched.add(device)
+                self._keeper.touched.add(device)
             if (now - state.last_seen_s >= self.config.forget_device_after_s
                     and forgotten < FORGETS_PER_PASS):
                 # Bounded per pass: forgetting 10,511 devices at once stopped storage for
@@ -815,7 +684,7 @@ class Analyzer:
             # A resumed device's open event is closed and stored too.
             self._store_output(self._analysis_of(device, state, 0).finish())
         del self._devices[device]
-        self._touched.add(device)  # its saved state goes with the next save
+        self._keeper.touched.add(device)  # its saved state goes with the next save
         self.counters.devices_forgotten += 1
         log.info("%s silent for %.0f s: its analysis state is freed", device,
                  self.config.forget_device_after_s)

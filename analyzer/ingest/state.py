@@ -6,7 +6,7 @@ the device goes quiet.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -113,5 +113,4 @@ class DeviceState:
     analysis: DeviceAnalysis | None = None
     implausible: int = 0
     fed_end_ns: int | None = None  # end of the last frame the pipeline took (journal.py)
-    held_saved: set[tuple[int, int]] = field(default_factory=set)  # (seq, ns) in the journal
     resume: SavedDevice | None = None  # saved detection state, restored on first use

@@ -1,0 +1,144 @@
+"""The analyzer journal's cost per frame against the frame's own analysis (issue 37, item 2).
+
+    .venv/bin/python benchmarks/bench_journal.py [--minutes 12] [--steady-from-s 600]
+
+One device with an installation record (so the audibility assessor keeps its recent spectra
+and its 10-minute background) takes the bundled demo recording, repeated to ``--minutes``, one
+frame at a time as the live analyzer's worker does: ``DeviceAnalysis.feed`` (the frame's own
+analysis: detector, events, audibility, rules, points), then the journal's save of that
+device with the frame's key (what ``Analyzer._flush`` does after each stored batch; in a fleet
+each batch touches each device about once). Prints, over the frames from
+``--steady-from-s`` on (the background window full, as in a running analyzer), the mean,
+median and p95 time per frame of each, by the thread's CPU clock (what a loaded machine
+changes least) and by the wall clock, the bytes the journal wrote per frame and, for format 3,
+how long a replay and a rewrite of the file take. The same command runs on the tree before
+issue 37 (format 2: the state pickled into SQLite), for the comparison. The machine is shared:
+read the load average printed beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import soundfile
+
+from analyzer.acoustics import InstallationRecord
+from analyzer.config import AnalyzerConfig
+from analyzer.ingest import journal as journal_module
+from analyzer.ingest.device import DeviceAnalysis
+from analyzer.ingest.journal import DeviceJournal
+from analyzer.ingest.ordering import ReorderBuffer
+from analyzer.ordinance import EvidenceChain
+from sensor.frames import frames_from_samples
+from sensor.wire import Frame
+
+ROOT = Path(__file__).resolve().parents[1]
+START_NS = 1_780_351_200_000_000_000
+DEVICE = "bench-journal"
+
+
+def written_bytes() -> int:
+    """Bytes this process has handed to write() so far (Linux ``/proc/self/io``, ``wchar``):
+    during a save, what the journal wrote (SQLite's write-ahead log and pages, or records)."""
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("wchar:"))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=12.0)
+    parser.add_argument("--steady-from-s", type=float, default=600.0)
+    args = parser.parse_args()
+    audio, rate = soundfile.read(ROOT / "demo" / "example.flac", dtype="float64")
+    repeats = int(np.ceil(args.minutes * 60 * rate / audio.shape[0]))
+    audio = np.tile(audio, repeats)[: round(args.minutes * 60 * rate)]
+    frames = list(frames_from_samples(audio, rate, 100.0, device_id=DEVICE, start_ns=START_NS))
+    site = InstallationRecord(device_id=DEVICE, source_to_sensor_m=8.0,
+                              source_to_boundary_m=12.0)
+    analysis = DeviceAnalysis(DEVICE, AnalyzerConfig(), site, EvidenceChain())
+    reorder = ReorderBuffer(120, 30.0)
+    feed_s: list[float] = []
+    save_s: list[float] = []
+    feed_cpu: list[float] = []
+    save_cpu: list[float] = []
+    written: list[int] = []
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "journal"
+        journal = DeviceJournal(path)
+        for frame in frames:
+            reorder.push(frame)
+            started, started_cpu = time.perf_counter(), time.thread_time()
+            analysis.feed(frame)
+            feed_s.append(time.perf_counter() - started)
+            feed_cpu.append(time.thread_time() - started_cpu)
+            before = written_bytes()
+            started, started_cpu = time.perf_counter(), time.thread_time()
+            save(journal, reorder, frame, analysis)
+            save_s.append(time.perf_counter() - started)
+            save_cpu.append(time.thread_time() - started_cpu)
+            written.append(written_bytes() - before)
+        journal.close()
+        size = path.stat().st_size
+        report(args, frames, (feed_s, feed_cpu), (save_s, save_cpu), written, size, path,
+               reorder, analysis)
+
+
+def report(args: argparse.Namespace, frames: list[Frame],
+           feed_s: tuple[list[float], list[float]], save_s: tuple[list[float], list[float]],
+           written: list[int], size: int, path: Path, reorder: ReorderBuffer,
+           analysis: DeviceAnalysis) -> None:
+    """Print the figures (see the module docstring); then time a replay and a rewrite."""
+    steady = slice(int(args.steady_from_s), None)
+    print(f"{len(frames)} frames, {len(frames[steady])} from {args.steady_from_s:.0f} s on; "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    feed = {clock: np.array(t[steady]) * 1e3 for clock, t in zip(("wall", "CPU"), feed_s,
+                                                                   strict=True)}
+    saved = {clock: np.array(t[steady]) * 1e3 for clock, t in zip(("wall", "CPU"), save_s,
+                                                                   strict=True)}
+    for clock in ("CPU", "wall"):
+        f, s = feed[clock], saved[clock]
+        print(f"{clock:4s} ms per frame, mean / median / p95: analysis (DeviceAnalysis.feed) "
+              f"{f.mean():.3f} / {np.median(f):.3f} / {np.percentile(f, 95):.3f}; journal "
+              f"save {s.mean():.3f} / {np.median(s):.3f} / {np.percentile(s, 95):.3f} "
+              f"({100 * s.mean() / f.mean():.0f} % of the analysis by the means, "
+              f"{100 * np.median(s) / np.median(f):.0f} % by the medians)")
+    grown = np.array(written[steady])
+    print(f"journal bytes written per frame (write() calls): mean {grown.mean() / 1024:.2f} "
+          f"KiB, p95 {np.percentile(grown, 95) / 1024:.2f} KiB; the file at the end "
+          f"{size / 1024:.0f} KiB for {len(frames)} saves")
+    if not hasattr(journal_module, "LiveDevice"):
+        return
+    started = time.perf_counter()
+    journal = DeviceJournal(path)
+    journal.load()
+    replay_s = time.perf_counter() - started
+    started = time.perf_counter()
+    rewritten = journal.compact(
+        {DEVICE: journal_module.LiveDevice(reorder, 0, frames[-1].end_ns, analysis)})
+    print(f"replaying the file {replay_s * 1e3:.1f} ms; rewriting it as one full record "
+          f"(compaction, at {journal_module.COMPACT_RATIO:.0f}x growth) "
+          f"{rewritten / 1024:.0f} KiB in "
+          f"{(time.perf_counter() - started) * 1e3:.1f} ms")
+    journal.close()
+
+
+def save(journal: DeviceJournal, reorder: ReorderBuffer, frame: Frame,
+         analysis: DeviceAnalysis) -> None:
+    """The journal's save of one device after its frame was stored: format 3, one record of
+    what changed, appended; format 2 (the tree before issue 37, for the comparison), the
+    device's state pickled whole into one SQLite transaction."""
+    if hasattr(journal_module, "LiveDevice"):
+        journal.save({DEVICE: journal_module.LiveDevice(reorder, 0, frame.end_ns, analysis)},
+                     [(DEVICE, frame.seq, frame.capture_ns)])
+    else:
+        blob = journal_module.device_state_blob(reorder, 0, frame.end_ns, analysis)
+        journal.save({DEVICE: blob}, [(DEVICE, frame.seq, frame.capture_ns)])
+
+
+if __name__ == "__main__":
+    main()
