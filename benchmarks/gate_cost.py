@@ -1,11 +1,13 @@
-"""What the speech gate (issue 34, wire v3) costs the evidence: the same recordings analysed
+"""What the speech gate (issue 34, wire v4) costs the evidence: the same recordings analysed
 from gated frames and from frames that carry everything, through the sensor's own code, the
 wire and the analyzer's pipeline (bundled detector unless --head).
 
 1. Where no one speaks: the demo recording (``demo/example.flac``) and bark-only scenes (bark
    clips of the corpus's ``dogs/``, 20-60 m away, in its street ambience at 0-15 dB SNR) —
    events (onset, offset, label) must be identical; the gate's share of seconds and the
-   wire's bytes per second are reported.
+   wire's bytes per second are reported. The 100 ft estimate of each event: from the gated
+   frames (band background from the sensor's per-minute L90s) against the frames that carry
+   everything with a background from every second's spectrum (as v2 and v3 sent it).
 2. Barks under speech: each bark clip with a spoken digit of ``words/`` (FSDD, CC BY-SA 4.0,
    privacy testing only) over it, the bark's RMS 0, 5 and 10 dB over the voice's, both in the
    street: hit rate (an event overlaps the bark) gated and ungated.
@@ -21,6 +23,7 @@ import argparse
 import csv
 import dataclasses
 import json
+import math
 import os
 import sys
 import time
@@ -33,10 +36,23 @@ import soxr
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from analyzer.acoustics.audibility import (  # noqa: E402
+    AudibilityAssessor,
+    AudibilitySettings,
+    frame_band_levels,
+)
+from analyzer.acoustics.site import InstallationRecord  # noqa: E402
 from analyzer.config import DetectorSettings  # noqa: E402
-from analyzer.detect import DevicePipeline  # noqa: E402
+from analyzer.detect import DevicePipeline, DogEvent  # noqa: E402
 from sensor.frames import FrameBuilder  # noqa: E402
-from sensor.wire import GATE_DOG, GATES, Frame, decode_frame, encode_frame  # noqa: E402
+from sensor.wire import (  # noqa: E402
+    GATE_DOG,
+    GATE_QUIET,
+    GATE_SPEECH,
+    Frame,
+    decode_frame,
+    encode_frame,
+)
 from training.finetune import at_distance  # noqa: E402
 
 RATE = 16_000
@@ -57,17 +73,74 @@ def frames_of(samples: np.ndarray) -> list[Frame]:
     return frames + builder.finish()
 
 
-def events(frames: list[Frame], settings: DetectorSettings, whole: bool
-           ) -> tuple[list[tuple[int, int, str]], int]:
-    """Events from the frames as the analyzer receives them, and the bytes sent."""
+SITE = InstallationRecord(device_id="gate-cost", source_to_sensor_m=8.0,
+                          source_to_boundary_m=12.0)
+
+
+def events(frames: list[Frame], settings: DetectorSettings, whole: bool,
+           truth: np.ndarray | None = None,
+           ) -> tuple[list[tuple[int, int, str]], int, list[tuple[float, float, bool, float]]]:
+    """Events from the frames as the analyzer receives them, the bytes sent, and each event's
+    audibility as the live analyzer judges it when the event ends (level 100 ft away,
+    audibility margin, plainly audible; NaN where there is none); ``whole``: every frame
+    carries everything and the background comes from every second's spectrum, as v2 and v3
+    sent it. ``truth``: the background scene's own 1 s band levels (seconds x bands), to which
+    each event's band background is compared (mean absolute error over the vocal bands, dB,
+    against their L90 over the same window)."""
     pipeline = DevicePipeline("gate-cost", settings)
-    found, sent = [], 0
+    assessor = AudibilityAssessor(SITE, AudibilitySettings())
+    found, sent, judged = [], 0, []
+
+    def judge(ended: list[DogEvent]) -> None:
+        for event in ended:
+            verdict = assessor.assess(event)
+            error = math.nan
+            background = assessor.background.estimate()
+            if truth is not None and background is not None:
+                end_s = event.onset_ns / 1e9
+                window = truth[max(0, int(end_s - AudibilitySettings().background_window_s)):
+                               int(end_s) + 1]
+                expected = np.percentile(window, 10.0, axis=0)
+                vocal = assessor.vocal & (expected > -200.0)
+                error = float(np.mean(np.abs(background.bands_db[vocal] - expected[vocal])))
+            judged.append((math.nan, math.nan, False, error) if verdict is None else (
+                verdict.level_at_100ft_db, verdict.audibility_margin_db,
+                verdict.plainly_audible, error))
+
     for frame in frames:
-        payload = encode_frame(dataclasses.replace(frame, gate=GATE_DOG) if whole else frame)
+        payload = encode_frame(dataclasses.replace(frame, gate=GATE_DOG, background=None)
+                               if whole else frame)
         sent += len(payload)
-        found += pipeline.feed(decode_frame(payload)).events
-    found += pipeline.finish().events
-    return [(e.onset_ns, e.offset_ns, e.label) for e in found], sent
+        decoded = decode_frame(payload)
+        result = pipeline.feed(decoded)
+        assessor.observe(decoded, result.max_dog_score)
+        judge(result.events)
+        found += result.events
+    last = pipeline.finish().events
+    judge(last)
+    found += last
+    return [(e.onset_ns, e.offset_ns, e.label) for e in found], sent, judged
+
+
+def audibility_change(gated: list[tuple[float, float, bool, float]],
+                      whole: list[tuple[float, float, bool, float]]) -> dict[str, float]:
+    """How the same events' 100 ft levels and audibility margins differ, gated minus whole
+    (dB), and in how many the plainly-audible verdict differs."""
+    a, b = np.array([g[:2] for g in gated]), np.array([w[:2] for w in whole])
+    both = np.all(np.isfinite(a) & np.isfinite(b), axis=1)
+    if not both.any():
+        return {"events_compared": 0}
+    level, margin = (a - b)[both, 0], (a - b)[both, 1]
+    return {"events_compared": int(both.sum()),
+            "level_median_db": round(float(np.median(level)), 2),
+            "level_max_abs_db": round(float(np.max(np.abs(level))), 2),
+            "margin_median_db": round(float(np.median(margin)), 2),
+            "margin_max_abs_db": round(float(np.max(np.abs(margin))), 2),
+            "verdicts_differ": int(sum(g[2] != w[2] for g, w, k in zip(gated, whole, both,
+                                                                      strict=True) if k)),
+            **({"background_error_db_gated": round(float(np.nanmean([g[3] for g in gated])), 2),
+                "background_error_db_whole": round(float(np.nanmean([w[3] for w in whole])), 2)}
+               if np.isfinite([g[3] for g in gated]).any() else {})}
 
 
 def bark_clips(limit: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -149,13 +222,20 @@ def main(argv: list[str] | None = None) -> int:
               "barks in the street": bark_scene(barks, bed, rng)}
     for name, (samples, spans) in scenes.items():
         frames = frames_of(samples)
-        gated, sent = events(frames, settings, whole=False)
-        whole, sent_whole = events(frames, settings, whole=True)
-        share = {g: sum(f.gate == g for f in frames) / len(frames) for g in GATES}
+        truth = None
+        if spans:  # the street alone: the background each event's estimate should find
+            truth = np.stack([frame_band_levels(f) for f in frames_of(np.resize(bed,
+                                                                                samples.size))])
+        gated, sent, at_100ft = events(frames, settings, whole=False, truth=truth)
+        whole, sent_whole, at_100ft_whole = events(frames, settings, whole=True, truth=truth)
+        share = {g: sum(f.gate == g for f in frames) / len(frames)
+                 for g in (GATE_DOG, GATE_QUIET, GATE_SPEECH)}
         results[name] = {
             "seconds": len(frames), "gate_share": share,
             "events_gated": len(gated), "events_whole": len(whole),
             "identical": gated == whole,
+            "audibility_gated_minus_whole": audibility_change(at_100ft, at_100ft_whole)
+            if gated == whole else "events differ",
             "bytes_per_s_gated": sent / len(frames), "bytes_per_s_whole": sent_whole / len(frames),
             **({"hit_rate_gated": hit_rate(gated, spans),
                 "hit_rate_whole": hit_rate(whole, spans)} if spans else {})}
@@ -165,11 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     for over in (0.0, 5.0, 10.0):
         samples, spans = bark_scene(barks, bed, np.random.default_rng(args.seed), voices, over)
         frames = frames_of(samples)
-        gated, _ = events(frames, settings, whole=False)
-        whole, _ = events(frames, settings, whole=True)
+        gated = events(frames, settings, whole=False)[0]
+        whole = events(frames, settings, whole=True)[0]
         under[f"bark {over:g} dB over the voice"] = {
             "hit_rate_gated": hit_rate(gated, spans), "hit_rate_whole": hit_rate(whole, spans),
-            "speech_seconds": sum(f.gate == "speech" for f in frames)}
+            "speech_seconds": sum(f.gate == GATE_SPEECH for f in frames)}
         print(over, json.dumps(under[f"bark {over:g} dB over the voice"]), flush=True)
     results["barks under speech"] = under
     results["seconds_taken"] = round(time.monotonic() - started, 1)

@@ -174,7 +174,8 @@ class FrameBuilder:
         self.mel = MelFeatures(sample_rate, full_scale_db)
         self.networks = networks or SensorNetworks(sample_rate)
         yamnet = self.networks.yamnet
-        self.gate = SpeechGate(yamnet.class_names, yamnet.dog_indices, gate)
+        self.gate = SpeechGate(yamnet.class_names, yamnet.dog_indices, gate,
+                               head=self.networks.head)
         # measured, waiting for their dog scores; each with its number of 20 ms steps
         self._held: deque[tuple[Frame, int]] = deque()
         self._scores = np.zeros(0, dtype=np.float32)  # final CNN scores not yet in a frame
@@ -262,6 +263,7 @@ class FrameBuilder:
             first = patches[0].first
             embeddings = np.concatenate([p.embeddings for p in patches])
             class_scores = np.concatenate([p.class_scores for p in patches])
+            head_scores = np.concatenate([p.head_scores for p in patches])
             tuned = [p.dog_scores for p in patches if p.dog_scores is not None]
             dog_scores: np.ndarray | None = (np.concatenate(tuned) if len(tuned) == len(patches)
                                              else None)
@@ -269,6 +271,7 @@ class FrameBuilder:
             first = 0
             embeddings = np.zeros((0, EMBEDDING_SIZE), np.float32)
             class_scores = np.zeros((0, N_CLASSES), np.float32)
+            head_scores = np.zeros(0, np.float32)
             dog_scores = np.zeros(0, np.float32) if self.networks.yamnet.fine_tuned else None
         segment_ns = self.start_ns + round(self._segment_start_sample * 1e9 / self.sample_rate)
         return dataclasses.replace(
@@ -277,6 +280,7 @@ class FrameBuilder:
             patch_start_ns=segment_ns + first * PATCH_HOP_NS if patches else frame.capture_ns,
             embeddings=embeddings,
             class_scores=class_scores,
+            patch_head_scores=np.clip(head_scores, 0.0, 1.0).astype(np.float32),
             patch_dog_scores=dog_scores,
         )
 
@@ -334,6 +338,7 @@ class FrameBuilder:
             patch_start_ns=capture_ns,
             embeddings=np.zeros((0, EMBEDDING_SIZE), np.float32),
             class_scores=np.zeros((0, N_CLASSES), np.float32),
+            patch_head_scores=np.zeros(0, np.float32),
             model_versions=self.networks.versions,
         )
         self.next_seq += 1

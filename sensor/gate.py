@@ -1,36 +1,54 @@
-"""The speech gate (issue 34, wire v3): what each second may carry off the sensor.
+"""The speech gate (issue 34, wire v4): what each second may carry off the sensor.
 
 Wire v2 carried per-second band spectra, 0.5 s envelopes, the CNN's 20 ms dog scores and
 YAMNet's embeddings and class scores in every second; from those an attacker told which of ten
-spoken digits was said two times in three and who was speaking (docs/PRIVACY.md). The sensor
-already runs YAMNet, whose speech classes say when someone speaks. Per frame:
+spoken digits was said two times in three and who was speaking (docs/PRIVACY.md). Wire v3 kept
+spectra in seconds without speech and everything in seconds with "dog activity" judged by the
+CNN alone, which passes speech: digits were still told apart 39-54 % of the time. Now each
+second is judged by the score the detector reads, and only a dog's second carries more than
+levels:
 
-- **dog**: dog activity in this second or the one before (the CNN's score of any 20 ms step,
-  the fine-tuned network's or YAMNet's dog classes' score of any patch the frame carries, at
-  or above the gate's thresholds, set well below the detector's): everything, as wire v2 —
-  what the analyzer needs for the event and its level 100 ft away;
-- **speech**: no dog activity, and a patch of this frame or of the one before scores at or
-  above ``speech_threshold`` on one of YAMNet's speech and voice classes: the levels a sound
-  level meter's display shows for the second (LAeq, LCeq, LZeq, LAFmax/min, LASmax, the
-  running percentiles), no spectrum, no envelope, no score;
-- **quiet**: neither: the levels with the band spectrum and envelopes (the background of the
-  audibility estimate), no score and no patch (nothing to find there).
+- **dog**: in this second or a neighbour, the fused score of a bundled detector reaches
+  ``fused_threshold`` at some 20 ms step — the sensor's dog head (its patch score ``pd``, fused
+  with the CNN as the head file says), and, on a sensor that runs the fine-tuned network, the
+  detectors that read its score (``dg``: ``models/dog_head.v5*.npz``) — or YAMNet's own dog
+  classes reach ``yamnet_dog_threshold``. The threshold is below every detector's event
+  threshold (0.7-0.8), the CNN's score is taken at its highest over the analyzer's smoothing
+  window, and the neighbours cover the analyzer's merging of events 0.5 s apart: a second that
+  could hold an event leaves whole. It carries what the analyzer needs for the event and its
+  level 100 ft away (:mod:`sensor.wire`), not YAMNet's embeddings or class scores;
+- **speech**: no dog activity, and a patch of this frame or a neighbour scores at or above
+  ``speech_threshold`` on one of YAMNet's speech and voice classes;
+- **quiet**: neither.
 
-A frame's patches reach about a second past its end (those completed with the next second,
-:mod:`sensor.wire`), so "the frame's patches" look ahead; "the one before" holds the decision
-over the second after speech or a bark. Pure logic over frames; the class indices come from
-YAMNet's class map.
+Speech and quiet seconds both leave as ``levels`` (the A-weighted levels a sound level meter
+shows, nothing more), so the stream does not say when someone spoke; the difference stays on
+the sensor, where the band spectra of the seconds without dog activity make the background
+statistics (:class:`MinuteBackgrounds`: each minute, per band, the L90 over those of the last
+ten minutes) that the audibility estimate needs. Pure logic over frames; the class indices come
+from YAMNet's class map.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.ndimage import maximum_filter1d
 
 from sensor.configfile import setting
-from sensor.wire import GATE_DOG, GATE_QUIET, GATE_SPEECH, Frame
+from sensor.dog_head import DogHead, step_head_scores
+from sensor.wire import GATE_DOG, GATE_QUIET, GATE_SPEECH, Frame, MinuteBackground
+from sensor.yamnet_network import MODELS_DIR
+
+# The detectors that read the fine-tuned network's patch score (wire ``dg``), judged beside the
+# sensor's own head when the sensor runs that network.
+TUNED_HEAD_FILES = ("dog_head.v5.npz", "dog_head.v5-fused.npz")
+# The CNN's score is taken at its highest over this many 20 ms steps: at least the analyzer's
+# smoothing (a centred mean over 0.1 s, analyzer.detect.settings), whose value it bounds.
+SMOOTHING_STEPS = 5
 
 # YAMNet's classes of a human voice: speech, its kinds, shouting, whispering and singing (words
 # can be sung). Laughter and crying carry no words and are left out.
@@ -46,23 +64,24 @@ SPEECH_CLASSES = (
 class GateSettings:
     """Thresholds of the speech gate (sensor configuration ``[privacy]``).
 
-    Dog activity is judged on the sensor's own scores with thresholds below what any of the
-    project's detectors needs for an event, so every second that could hold one leaves whole:
-    the bundled head (v4) min-fuses with the CNN and ends events below 0.75, so an event needs
-    the CNN at 0.75 (gate 0.3); the fine-tuned network alone (v5) needs its score at 0.8 (gate
-    0.5; street noise reaches 0.41); v5-fused, sigmoid of the mean of the two logits at 0.7,
-    needs the CNN at 0.84 when the fine-tuned score is at most 0.5; untouched YAMNet, its dog
-    classes (gate 0.2). Speech: YAMNet's score of a voice class (0..1). There is no switch to
+    Dog activity is judged on the detectors' own fused scores, with a threshold below what any
+    of them needs for an event (the bundled head ends events below 0.75, v5 below 0.8,
+    v5-fused below 0.7), so every second that could hold one leaves whole; on speech the
+    bundled head's fused score stays under 0.12 and v5-fused's reaches 0.5 in 1 % of seconds
+    (docs/PRIVACY.md). Speech: YAMNet's score of a voice class (0..1). There is no switch to
     turn the gate off."""
 
     speech_threshold: float = setting(
         0.2, "a patch whose score of a voice class (YAMNet) reaches this is speech", 0.01, 0.99)
-    cnn_threshold: float = setting(
-        0.3, "dog activity: the small CNN's score of a 20 ms step reaches this", 0.01, 0.99)
-    patch_dog_threshold: float = setting(
-        0.5, "dog activity: the fine-tuned network's score of a patch reaches this", 0.01, 0.99)
+    fused_threshold: float = setting(
+        0.5, "dog activity: a detector's fused score of a 20 ms step reaches this", 0.01, 0.99)
     yamnet_dog_threshold: float = setting(
         0.2, "dog activity: YAMNet's score of a dog class reaches this", 0.01, 0.99)
+    background_s: int = setting(
+        60, "seconds between the background statistics (the L90 of each band)", 10, 3600)
+    background_window_s: int = setting(
+        600, "quiet seconds of the last this many seconds make each statistic (the analyzer's "
+        "audibility.background_window_s)", 10, 3600)
 
 
 def class_indices(names: tuple[str, ...], wanted: tuple[str, ...]) -> np.ndarray:
@@ -70,19 +89,31 @@ def class_indices(names: tuple[str, ...], wanted: tuple[str, ...]) -> np.ndarray
     return np.array([names.index(name) for name in wanted if name in names], dtype=np.int64)
 
 
+def tuned_heads() -> tuple[DogHead, ...]:
+    """The bundled detectors that read the fine-tuned network's score (those present)."""
+    return tuple(DogHead.load(MODELS_DIR / name) for name in TUNED_HEAD_FILES
+                 if (MODELS_DIR / name).is_file())
+
+
 class SpeechGate:
     """Decides each frame's gate in capture order. A frame is decided once the next one is
     known (:meth:`push` returns it then; :meth:`flush` decides the last), so dog activity
-    and speech in the second before or after count: the analyzer's smoothing and its patches
-    reach a little into the neighbouring seconds, and so does a word's start or end."""
+    and speech in the second before or after count: the analyzer's smoothing, its merging and
+    its patches reach into the neighbouring seconds, and so does a word's start or end. The
+    frames decided carry the background statistics (:class:`MinuteBackgrounds`)."""
 
     def __init__(self, class_names: tuple[str, ...], dog_classes: np.ndarray,
-                 settings: GateSettings | None = None) -> None:
+                 settings: GateSettings | None = None, head: DogHead | None = None,
+                 tuned: tuple[DogHead, ...] | None = None) -> None:  # fmt: skip
         self.settings = settings or GateSettings()
         self.speech_indices = class_indices(class_names, SPEECH_CLASSES)
         if self.speech_indices.size == 0:
             raise ValueError("YAMNet's class map has none of the speech classes")
         self.dog_indices = np.asarray(dog_classes, dtype=np.int64)
+        self.head = head or DogHead.load()
+        self.tuned = tuned_heads() if tuned is None else tuned
+        self.backgrounds = MinuteBackgrounds(self.settings.background_s,
+                                             self.settings.background_window_s)
         self.reset()
 
     def reset(self) -> None:
@@ -90,18 +121,35 @@ class SpeechGate:
         self._held: Frame | None = None
         self._held_marks = (False, False)  # (dog activity, speech) of the frame held
         self._before_marks = (False, False)  # of the frame before it
+        self._before: Frame | None = None  # the frame before the one being marked
+        self.backgrounds.reset()
 
-    def dog_activity(self, frame: Frame) -> bool:
-        """Whether any of the sensor's dog scores in ``frame`` reaches its threshold."""
+    def dog_activity(self, frame: Frame, before: Frame | None = None) -> bool:
+        """Whether a detector's fused score reaches the threshold at a step of ``frame``
+        (with the patches of ``frame`` and of ``before``, which may cover its first steps), or
+        YAMNet's dog classes do in one of its patches."""
         s = self.settings
-        if frame.dog_steps.size and float(frame.dog_steps.max()) >= s.cnn_threshold:
-            return True
-        tuned = frame.patch_dog_scores
-        if tuned is not None and tuned.size and float(tuned.max()) >= s.patch_dog_threshold:
-            return True
         scores = frame.class_scores
-        return bool(len(scores) and float(scores[:, self.dog_indices].max())
-                    >= s.yamnet_dog_threshold)
+        if len(scores) and float(scores[:, self.dog_indices].max()) >= s.yamnet_dog_threshold:
+            return True
+        n = frame.dog_steps.size
+        if n == 0:
+            return False
+        frames = [f for f in (before, frame) if f is not None and len(f.patch_head_scores)]
+        if not frames:
+            return False
+        starts = np.concatenate([(f.patch_starts_ns - frame.capture_ns) / 1e9 for f in frames])
+        cnn = maximum_filter1d(frame.dog_steps.astype(np.float64), SMOOTHING_STEPS)
+        own = step_head_scores(starts, np.concatenate([f.patch_head_scores for f in frames]),
+                               n, frame.hop_s)
+        if float(self.head.fuse(cnn, own).max()) >= s.fused_threshold:
+            return True
+        if not self.tuned or any(f.patch_dog_scores is None for f in frames):
+            return False
+        tuned = step_head_scores(starts, np.concatenate(
+            [f.patch_dog_scores for f in frames if f.patch_dog_scores is not None]), n, frame.hop_s)
+        return any(float(head.fuse(cnn, tuned).max()) >= s.fused_threshold
+                   for head in self.tuned)
 
     def speech(self, frame: Frame) -> bool:
         """Whether a patch of ``frame`` scores a voice class at or above the threshold."""
@@ -113,15 +161,19 @@ class SpeechGate:
         """Take frames in capture order; return those now decided (one behind)."""
         decided = []
         for frame in frames:
-            marks = (self.dog_activity(frame), self.speech(frame))
+            marks = (self.dog_activity(frame, self._before), self.speech(frame))
+            self._before = frame
             if self._held is not None:
                 decided.append(self._decide(marks))
             self._held, self._held_marks = frame, marks
         return decided
 
     def flush(self) -> list[Frame]:
-        """The frame held, decided without a next one (end of a stream or a gap)."""
-        decided = [self._decide((False, False))] if self._held is not None else []
+        """The frame held, decided without a next one (end of a stream or a gap), with the
+        background statistics of the span it ends."""
+        decided = []
+        if self._held is not None:
+            decided = [self.backgrounds.close(self._decide((False, False)))]
         self.reset()
         return decided
 
@@ -130,6 +182,71 @@ class SpeechGate:
         marks = (self._before_marks, self._held_marks, after)
         dog, speech = any(m[0] for m in marks), any(m[1] for m in marks)
         gate = GATE_DOG if dog else GATE_SPEECH if speech else GATE_QUIET
-        frame = dataclasses.replace(self._held, gate=gate)
+        frame = self.backgrounds.add(dataclasses.replace(self._held, gate=gate),
+                                     bark_free=not self._held_marks[0])
         self._before_marks = self._held_marks
         return frame
+
+
+class MinuteBackgrounds:
+    """The background statistics the frames carry: every ``every_s`` seconds (the first time
+    after ``FIRST_S``), per band, the L90 (the level exceeded 90 % of the time) of the 1 s band
+    Leq over the bark-free seconds of the last ``window_s`` (those without dog activity of
+    their own, speech or not: as the analyzer's background counts them) — the analyzer's
+    background, computed where the spectra are. They ride on the frame decided next
+    (:meth:`add`), or on the last frame of a stream or segment (:meth:`close`); without a
+    bark-free second there are none. An L90 over minutes says nothing of what was said."""
+
+    FIRST_S = 10  # the first statistics, so that a stream's first barks have a background
+
+    def __init__(self, every_s: int, window_s: int) -> None:
+        self.every_ns, self.window_ns = every_s * 10**9, window_s * 10**9
+        self.reset()
+
+    def reset(self) -> None:
+        self._quiet: deque[tuple[int, np.ndarray]] = deque()  # (capture ns, bands)
+        self._first_index = 0
+        self._next_ns: int | None = None  # when the next statistics are due
+        self._sent = False  # whether the latest quiet second is in statistics sent
+
+    def add(self, frame: Frame, bark_free: bool) -> Frame:
+        """Take a decided frame (``bark_free``: no dog activity of its own, whatever its
+        neighbours had or whether someone spoke); return it, with the statistics when they
+        are due."""
+        if self._next_ns is None:
+            self._next_ns = frame.capture_ns + self.FIRST_S * 10**9
+        out = frame
+        if frame.capture_ns >= self._next_ns:
+            out = self._attached(frame)
+            self._next_ns = frame.capture_ns + self.every_ns
+        self._take(frame, bark_free)
+        return out
+
+    def close(self, frame: Frame) -> Frame:
+        """The last frame of a stream or segment (already taken by :meth:`add`), with the
+        statistics of the quiet seconds since those last sent, if any."""
+        closed = frame
+        if frame.background is None and not self._sent:
+            closed = self._attached(frame)
+        self.reset()
+        return closed
+
+    def _take(self, frame: Frame, bark_free: bool) -> None:
+        horizon = frame.capture_ns - self.window_ns
+        while self._quiet and self._quiet[0][0] < horizon:
+            self._quiet.popleft()
+        if bark_free and len(frame.bands_db):
+            if self._quiet and len(frame.bands_db) != len(self._quiet[0][1]):
+                self._quiet.clear()  # another band set (never within one builder): anew
+            self._quiet.append((frame.capture_ns, np.asarray(frame.bands_db, np.float64)))
+            self._first_index = frame.band_first_index
+            self._sent = False
+
+    def _attached(self, frame: Frame) -> Frame:
+        if not self._quiet:
+            return frame
+        l90 = np.percentile(np.stack([b for _, b in self._quiet]), 10.0, axis=0)
+        stats = MinuteBackground(self._quiet[0][0], len(self._quiet), self._first_index,
+                                 l90.astype(np.float32))
+        self._sent = True
+        return dataclasses.replace(frame, background=stats)

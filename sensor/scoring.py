@@ -1,5 +1,7 @@
 """The networks the sensor runs on its audio (wire v2, issue 24): the small dog CNN on the mel
-rows of every 20 ms step, and YAMNet on 0.96 s patches of the audio resampled to 16 kHz.
+rows of every 20 ms step, and YAMNet on 0.96 s patches of the audio resampled to 16 kHz, with
+the dog head on YAMNet's outputs (wire v4, issue 34: the head's patch score leaves the sensor,
+YAMNet's embedding does not).
 
 Both stream: audio and mel rows go in a second at a time and outputs come out as soon as they
 are final, so the frames a stream gives do not depend on how it was cut into blocks. The CNN
@@ -20,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from sensor.dog_cnn import DogClassifier, DogModel, cached_model
+from sensor.dog_head import DogHead
 from sensor.resample import TARGET_RATE_HZ, StreamResampler
 from sensor.yamnet_features import MIN_CLIP_SAMPLES, PATCH_HOP_SAMPLES, YamnetFrontEnd
 from sensor.yamnet_network import EMBEDDING_SIZE, N_CLASSES, YamnetNetwork
@@ -40,10 +43,17 @@ def _file_digest(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:8]
 
 
-def model_versions(cnn: DogModel, yamnet: YamnetNetwork) -> str:
-    """What ``mv`` says: the CNN's version and YAMNet's file digest, e.g.
-    ``dog-cnn-3.0-6f88c2ba+yamnet-1a2b3c4d``."""
-    return f"{cnn.version}+yamnet-{_file_digest(str(yamnet.model_path))}"
+@functools.lru_cache(maxsize=4)
+def cached_head(path: str = "") -> DogHead:
+    """The dog head the sensor runs (the bundled ``models/dog_head.npz`` when ``path`` is
+    empty), loaded once per process."""
+    return DogHead.load(path or None)
+
+
+def model_versions(cnn: DogModel, yamnet: YamnetNetwork, head: DogHead) -> str:
+    """What ``mv`` says: the CNN's version, YAMNet's file digest and the dog head's version,
+    e.g. ``dog-cnn-3.0-6f88c2ba+yamnet-1a2b3c4d+head-dog-head-1.0-433e665f``."""
+    return f"{cnn.version}+yamnet-{_file_digest(str(yamnet.model_path))}+head-{head.version}"
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,7 @@ class Patches:
     first: int
     embeddings: np.ndarray  # k x 1024
     class_scores: np.ndarray  # k x 521, 0..1
+    head_scores: np.ndarray  # k, the dog head's, 0..1
     dog_scores: np.ndarray | None = None  # k, the fine-tuned network's, 0..1 (None: YAMNet only)
 
     def __len__(self) -> int:
@@ -73,10 +84,11 @@ class SensorNetworks:
 
     def __init__(self, sample_rate: int, cnn: DogModel | None = None,
                  yamnet: YamnetNetwork | None = None,
-                 worker_thread: bool = False) -> None:  # fmt: skip
+                 worker_thread: bool = False, head: DogHead | None = None) -> None:  # fmt: skip
         self.cnn_model = cnn or cached_model("")
         self.yamnet = yamnet or cached_yamnet()
-        self.versions = model_versions(self.cnn_model, self.yamnet)
+        self.head = head or cached_head()
+        self.versions = model_versions(self.cnn_model, self.yamnet, self.head)
         self.cnn = DogClassifier(self.cnn_model, smoothing_steps=1, min_band_level_db=CNN_GATE_DB)
         self.resampler = StreamResampler(sample_rate)
         self.front_end = YamnetFrontEnd()
@@ -148,7 +160,7 @@ class SensorNetworks:
 
     def _no_patches(self, first: int) -> Patches:
         return Patches(first, np.zeros((0, EMBEDDING_SIZE), np.float32),
-                       np.zeros((0, N_CLASSES), np.float32),
+                       np.zeros((0, N_CLASSES), np.float32), np.zeros(0, np.float32),
                        np.zeros(0, np.float32) if self.yamnet.fine_tuned else None)
 
     def _patches(self, audio_16k: np.ndarray) -> Patches:
@@ -158,9 +170,12 @@ class SensorNetworks:
         if len(mel_patches) == 0:
             return self._no_patches(first)
         output = self.yamnet.run(mel_patches)
-        return Patches(first, np.asarray(output.embeddings, np.float32), output.scores,
+        embeddings = np.asarray(output.embeddings, np.float32)
+        # the head on its own input (the fine-tuned network's score travels apart, as ``dg``)
+        head_scores = self.head.patch_scores(embeddings, output.scores, None)
+        return Patches(first, embeddings, output.scores, head_scores,
                        self.yamnet.fine_tuned_dog_scores(output))
 
 
-__all__ = ["CNN_GATE_DB", "Patches", "SensorNetworks", "TARGET_RATE_HZ", "cached_yamnet",
-           "model_versions"]  # fmt: skip
+__all__ = ["CNN_GATE_DB", "Patches", "SensorNetworks", "TARGET_RATE_HZ", "cached_head",
+           "cached_yamnet", "model_versions"]  # fmt: skip

@@ -1,22 +1,22 @@
-"""Wire format v3: one msgpack map per one-second frame, arrays as packed little-endian numbers.
+"""Wire format v4: one msgpack map per one-second frame, arrays as packed little-endian numbers.
 
-v3 (issue 34) adds the speech gate's ``g`` (:mod:`sensor.gate`): a ``"dog"`` frame carries
-every field below; a ``"quiet"`` one withholds the scores and patches (``dog_s``, ``p0``,
-``emb``, ``ys``, ``dg``); a ``"speech"`` one withholds those and the spectrum and envelopes
-(``b0``, ``bands``, ``env_hop``, ``laeq_s``, ``laf_s``) too, leaving the levels a sound level
-meter shows. A withheld field that is present is refused; decoding fills it as nothing found.
-v1 and v2 are refused with a message that says the sensor must be upgraded.
+v4 (issue 34) is what the speech gate (:mod:`sensor.gate`) lets leave the sensor: the frame of a
+second with dog activity (``g`` = ``"dog"``) carries what the analyzer needs for the event and
+its level 100 ft away — the levels, the per-second third-octave bands, the 0.5 s envelopes, the
+CNN's 20 ms dog score and the dog head's score per YAMNet patch (``pd``, computed on the sensor
+by :mod:`sensor.dog_head`); every other second (``g`` = ``"levels"``: speech, or neither) carries
+the A-weighted levels a sound level meter shows, and nothing else. YAMNet's embeddings and class
+scores never leave the sensor (v3 carried them in dog seconds, and spectra in every second
+without speech: words were still told apart from them, docs/PRIVACY.md). The audibility
+estimate's background comes as per-minute statistics (``bg``: the L90 of each band over the
+minute's quiet seconds), in whichever frame follows the minute. A field a ``"levels"`` frame
+withholds is refused if present; decoding fills it as nothing found (no bands, no patches,
+dog score 0, LCeq and LZeq not measured: NaN). v1, v2 and v3 are refused with a message that
+says the sensor must be upgraded.
 
 The sensor owns this format; the analyzer imports it. Every field is validated on decode (and
 before encoding, so a sensor never sends what an analyzer refuses) and an error names the
 field and what was wrong with it. Keys are short to keep frames small.
-
-Privacy first (issue 24): v2 carries nothing with the fine time-frequency resolution that
-speech can be rebuilt from. v1's 20 ms mel spectrogram (``mel``, ``mels``) is gone; both
-networks run on the sensor and the frame carries their outputs: the small CNN's dog score per
-20 ms step (``dog_s``) and YAMNet's embedding and class scores per 0.96 s patch (``emb``,
-``ys``), beside v1's levels, percentiles and per-second third-octave bands. A v1 payload is
-refused with a message that says the sensor must be upgraded.
 
 The two broadband envelopes are coarse on purpose: at 20 ms they carried speech's syllable
 rhythm (a band-envelope vocoder rebuilt held-out voices at STOI 0.61 against noise's 0.44;
@@ -28,14 +28,14 @@ and ``Frame.laf_steps_db`` hold each block's value over its steps for the event 
 Which patches a frame carries: a sensor sends frame k once the CNN has scored all its steps
 (it looks 0.64 s ahead, so one second after its end), with every YAMNet patch completed by
 then and not sent before, in order. Patch i of a frame starts at ``p0 + i * 0.48 s``
-(``PATCH_HOP_NS``) and lasts 0.96 s; its embedding and scores describe 16 kHz audio resampled
-from the capture (``sensor.resample``, ``sensor.yamnet_features``).
+(``PATCH_HOP_NS``) and lasts 0.96 s; its scores describe 16 kHz audio resampled from the
+capture (``sensor.resample``, ``sensor.yamnet_features``).
 
 ===========  =========  ===========================================================
-key          type       meaning
+key          type       meaning (``*``: dog frames only; a ``"levels"`` frame has none)
 ===========  =========  ===========================================================
-``v``        int        schema version, always 3 (1 and 2 are refused: upgrade the sensor)
-``g``        str        the speech gate: ``dog``, ``quiet`` or ``speech`` (what is withheld)
+``v``        int        schema version, always 4 (1 to 3 are refused: upgrade the sensor)
+``g``        str        the speech gate: ``dog`` (everything below) or ``levels``
 ``dev``      str        device id, ``[a-z0-9][a-z0-9_-]{0,63}`` (at most 64 characters)
 ``seq``      int        sequence number, per device, never reused (survives restarts)
 ``t``        int        capture time of the frame's first sample, ns since the Unix epoch (UTC)
@@ -44,8 +44,8 @@ key          type       meaning
 ``fs_db``    float      calibration: the dB SPL that an RMS of digital full scale reads
 ``cal``      str        calibration date (ISO 8601) or ``""``, at most 64 printable characters
 ``la``       float      LAeq over the frame, dB
-``lc``       float      LCeq over the frame, dB
-``lz``       float      LZeq over the frame, dB
+``lc``       float      ``*`` LCeq over the frame, dB
+``lz``       float      ``*`` LZeq over the frame, dB
 ``lafmax``   float      LAFmax over the frame, dB
 ``lafmin``   float      LAFmin over the frame, dB
 ``lasmax``   float      LASmax over the frame, dB
@@ -56,25 +56,31 @@ key          type       meaning
 ``clip``     int        number of clipped samples in the frame
 ``dc``       float      DC offset removed from the frame, full-scale units
 ``under``    bool       LAeq within the margin of the microphone's noise floor
-``b0``       int        IEC 61260-1 index x of the first third-octave band, fm = 1000*10**(x/10)
-``bands``    bytes      float32 band levels (Leq over the frame, Z-weighted, dB)
 ``hop``      float      step of ``dog_s``, seconds (0.02)
-``env_hop``  float      block of ``laeq_s``/``laf_s``, seconds (0.5; a whole number of ``hop``,
-                        at least 0.5: finer envelopes carry speech)
-``laeq_s``   bytes      float16 LAeq per block, dB (power mean of the block's steps)
-``laf_s``    bytes      float16 LAF (F time-weighted, A-weighted) maximum per block, dB
+``mv``       str        versions of the networks behind ``dog_s``, ``pd`` and ``dg``
+``b0``       int        ``*`` IEC 61260-1 index x of the first third-octave band,
+                        fm = 1000*10**(x/10)
+``bands``    bytes      ``*`` float32 band levels (Leq over the frame, Z-weighted, dB)
+``env_hop``  float      ``*`` block of ``laeq_s``/``laf_s``, seconds (0.5; a whole number of
+                        ``hop``, at least 0.5: finer envelopes carry speech)
+``laeq_s``   bytes      ``*`` float16 LAeq per block, dB (power mean of the block's steps)
+``laf_s``    bytes      ``*`` float16 LAF (F time-weighted, A-weighted) maximum per block, dB
                         (so the frame's and an event's LAFmax stay exact, IEC 61672-1)
-``dog_s``    bytes      float16 dog score of the small CNN per step, 0..1
-``p0``       int        capture time of the first sample of the first patch below, ns
-``emb``      bytes      float16 YAMNet embeddings, row-major (patches x 1024), each >= 0
-``ys``       bytes      float16 YAMNet class scores, 0..1, row-major (patches x 521)
-``mv``       str        versions of the networks behind ``dog_s`` and ``emb``/``ys``
-``dg``       bytes      optional: float16 dog score per patch, 0..1, of the fine-tuned network
-                        the sensor runs beside YAMNet (``models/dog_yamnet.onnx``, issue 39),
-                        one per row of ``emb``; absent from a sensor with YAMNet only
+``dog_s``    bytes      ``*`` float16 dog score of the small CNN per step, 0..1
+``p0``       int        ``*`` capture time of the first sample of the first patch below, ns
+``pd``       bytes      ``*`` float16 dog score per patch, 0..1, of the dog head the sensor runs
+                        on YAMNet's embedding and class scores (``models/dog_head.npz``)
+``dg``       bytes      ``*`` optional: float16 dog score per patch, 0..1, of the fine-tuned
+                        network the sensor runs beside YAMNet (``models/dog_yamnet.onnx``,
+                        issue 39), one per value of ``pd``; absent from a YAMNet-only sensor
 ``cstep``    int        optional: the sensor's wall clock stepped by this many ns against
                         the sample clock since the previous frame (NTP correcting it);
                         absent when it did not (capture time is unaffected: sample count)
+``bg_t``     int        optional, with the three below: start of the span the background
+                        statistics describe, ns (a minute, in the frame that follows it)
+``bg_n``     int        quiet seconds of the span behind them (1..3600)
+``bg_b0``    int        band index of the first value of ``bg`` (as ``b0``)
+``bg``       bytes      float32 L90 of each band's 1 s Leq over those seconds, dB
 ===========  =========  ===========================================================
 """
 
@@ -91,9 +97,14 @@ import numpy as np
 
 from sensor.errors import WireError, WireReason
 
-SCHEMA_VERSION = 3
-GATE_DOG, GATE_QUIET, GATE_SPEECH = "dog", "quiet", "speech"
-GATES = (GATE_DOG, GATE_QUIET, GATE_SPEECH)
+SCHEMA_VERSION = 4
+# On the wire: a dog second's frame, or a frame of levels only. On the sensor the gate tells a
+# second with speech from a quiet one (the quiet ones make the background statistics); both
+# leave as "levels", so the stream does not say when someone spoke.
+GATE_DOG, GATE_LEVELS = "dog", "levels"
+GATE_QUIET, GATE_SPEECH = "quiet", "speech"
+GATES = (GATE_DOG, GATE_LEVELS)
+SENSOR_GATES = (GATE_DOG, GATE_QUIET, GATE_SPEECH, GATE_LEVELS)
 # The topic tree keeps its v1 name: topics, ACLs and retained status did not change, and a
 # sensor not yet upgraded then still reaches the analyzer, which refuses and counts its frames
 # (reason "version") instead of never seeing them.
@@ -118,7 +129,8 @@ MAX_VERSION_CHARS = 128
 ENVELOPE_HOP_S = 0.5
 MIN_ENVELOPE_HOP_S = 0.5
 MAX_ENVELOPE_HOP_S = 4.0  # a frame's longest span ('n' up to 4 s)
-MAX_MAP_KEYS = 64  # a frame has 32 to 34 fields; a map on the wire with more than 64 is refused
+MAX_MAP_KEYS = 64  # a frame has 22 to 38 fields; a map on the wire with more than 64 is refused
+MAX_BACKGROUND_SECONDS = 3600
 
 
 def frame_topic(device_id: str) -> str:
@@ -159,8 +171,11 @@ class Frame:
     series, scores and embeddings as float16 (0.06 dB resolution near 100 dB, 0.0005 near a
     score of 1). ``dog_steps`` has one score per ``hop_s``; ``laeq_blocks_db`` and
     ``laf_blocks_db`` one level per ``envelope_hop_s`` block of those steps (the last block may
-    cover fewer). ``embeddings`` (k x 1024) and ``class_scores`` (k x 521) are YAMNet's for the
-    k patches starting at ``patch_start_ns`` and every ``PATCH_HOP_NS`` after it.
+    cover fewer). ``patch_head_scores`` (k) are the dog head's scores of the k patches starting
+    at ``patch_start_ns`` and every ``PATCH_HOP_NS`` after it; ``embeddings`` (k x 1024) and
+    ``class_scores`` (k x 521), YAMNet's outputs behind them, stay on the sensor (a decoded
+    frame has none: 0 rows) and serve training and evaluation in memory. A decoded ``"levels"``
+    frame has no bands, no patches, dog score 0 and NaN for LCeq and LZeq (not sent).
     """
 
     device_id: str
@@ -193,13 +208,16 @@ class Frame:
     patch_start_ns: int
     embeddings: np.ndarray = field(repr=False)
     class_scores: np.ndarray = field(repr=False)
+    patch_head_scores: np.ndarray = field(repr=False)
     model_versions: str
     clock_step_ns: int = 0
     # the fine-tuned network's dog score per patch (``dg``), None from a YAMNet-only sensor
     patch_dog_scores: np.ndarray | None = field(default=None, repr=False)
-    # what the frame carries on the wire (``g``, wire v3, :mod:`sensor.gate`): everything
-    # (GATE_DOG), levels and spectrum (GATE_QUIET) or levels only (GATE_SPEECH)
+    # what the frame carries on the wire (``g``, :mod:`sensor.gate`): everything (GATE_DOG) or
+    # levels only (GATE_LEVELS; on the sensor GATE_QUIET or GATE_SPEECH, sent as levels)
     gate: str = "dog"
+    # the background statistics of the minute before, in the frame that follows it (``bg``)
+    background: MinuteBackground | None = field(default=None, repr=False)
 
     @property
     def duration_s(self) -> float:
@@ -212,9 +230,13 @@ class Frame:
         return self.capture_ns + round(self.n_samples * 1e9 / self.sample_rate)
 
     def retimed(self, capture_ns: int) -> Frame:
-        """The same frame captured at ``capture_ns``, its patches moved with it (replay)."""
+        """The same frame captured at ``capture_ns``, its patches and background statistics
+        moved with it (replay)."""
         shift = capture_ns - self.capture_ns
-        return replace(self, capture_ns=capture_ns, patch_start_ns=self.patch_start_ns + shift)
+        background = self.background and replace(self.background,
+                                                  start_ns=self.background.start_ns + shift)
+        return replace(self, capture_ns=capture_ns, patch_start_ns=self.patch_start_ns + shift,
+                       background=background)
 
     @property
     def steps_per_block(self) -> int:
@@ -234,7 +256,24 @@ class Frame:
     @property
     def patch_starts_ns(self) -> np.ndarray:
         """Capture time of each patch's first sample, ns since the epoch."""
-        return self.patch_start_ns + PATCH_HOP_NS * np.arange(len(self.embeddings), dtype=np.int64)
+        return self.patch_start_ns + PATCH_HOP_NS * np.arange(len(self.patch_head_scores),
+                                                              dtype=np.int64)
+
+    @property
+    def wire_gate(self) -> str:
+        """What the frame leaves as: GATE_DOG or GATE_LEVELS."""
+        return GATE_DOG if self.gate == GATE_DOG else GATE_LEVELS
+
+
+@dataclass(frozen=True, eq=False)
+class MinuteBackground:
+    """Per band, the L90 of the 1 s band Leq over the quiet seconds of a span (a minute): the
+    background of the audibility estimate, without the seconds themselves (``bg``)."""
+
+    start_ns: int
+    seconds: int
+    first_index: int
+    bands_db: np.ndarray = field(repr=False)
 
 
 def blocks_needed(n_steps: int, steps_per_block: int) -> int:
@@ -250,7 +289,7 @@ def steps_of_blocks(blocks: np.ndarray, steps_per_block: int, n_steps: int) -> n
 
 
 def encode_frame(frame: Frame) -> bytes:
-    """Serialise a frame to wire format v3 (what its gate allows); raise WireError for a frame
+    """Serialise a frame to wire format v4 (what its gate allows); raise WireError for a frame
     the decoder refuses.
 
     The same checks as :func:`decode_frame` run on the payload before it is packed, so a
@@ -299,38 +338,38 @@ def _full_payload_of(frame: Frame) -> dict[str, Any]:
         "laf_s": np.asarray(frame.laf_blocks_db, dtype="<f2").tobytes(),
         "dog_s": np.asarray(frame.dog_steps, dtype="<f2").tobytes(),
         "p0": int(frame.patch_start_ns),
-        "emb": _matrix_bytes(frame.embeddings, EMBEDDING_SIZE, "emb"),
-        "ys": _matrix_bytes(frame.class_scores, N_CLASSES, "ys"),
+        "pd": _patch_scores_bytes(frame.patch_head_scores, frame, "pd"),
         "mv": frame.model_versions,
-        "g": frame.gate,
+        "g": frame.wire_gate,
     } | ({"cstep": int(frame.clock_step_ns)} if frame.clock_step_ns else {}) | (
-        {"dg": _patch_scores_bytes(frame)} if frame.patch_dog_scores is not None else {})
+        {"dg": _patch_scores_bytes(frame.patch_dog_scores, frame, "dg")}
+        if frame.patch_dog_scores is not None else {}) | _background_payload(frame.background)
+
+
+def _background_payload(background: MinuteBackground | None) -> dict[str, Any]:
+    if background is None:
+        return {}
+    return {"bg_t": int(background.start_ns), "bg_n": int(background.seconds),
+            "bg_b0": int(background.first_index),
+            "bg": np.asarray(background.bands_db, dtype="<f4").tobytes()}
 
 
 def _payload_of(frame: Frame) -> dict[str, Any]:
     """The payload of ``frame`` with only what its gate lets leave the sensor."""
-    if frame.gate not in GATES:
+    if frame.gate not in SENSOR_GATES:
         raise WireError(f"field 'g': {_shown(frame.gate)} is not one of {', '.join(GATES)}",
                         WireReason.OUT_OF_RANGE)
-    withheld = _WITHHELD[frame.gate]
+    withheld = _WITHHELD[frame.wire_gate]
     return {key: value for key, value in _full_payload_of(frame).items()
             if key not in withheld}
 
 
-def _patch_scores_bytes(frame: Frame) -> bytes:
-    scores = np.asarray(frame.patch_dog_scores, dtype="<f2")
-    if scores.shape != (len(frame.embeddings),):
-        raise WireError(f"field 'dg': {scores.shape} scores for {len(frame.embeddings)} patches",
-                        WireReason.BAD_ARRAY)
+def _patch_scores_bytes(values: np.ndarray | None, frame: Frame, name: str) -> bytes:
+    scores = np.asarray(values, dtype="<f2")
+    if scores.ndim != 1 or scores.size != len(frame.patch_head_scores):
+        raise WireError(f"field {name!r}: {scores.shape} scores for "
+                        f"{len(frame.patch_head_scores)} patches", WireReason.BAD_ARRAY)
     return scores.tobytes()
-
-
-def _matrix_bytes(values: np.ndarray, width: int, name: str) -> bytes:
-    matrix = np.asarray(values, dtype="<f2")
-    if matrix.ndim != 2 or matrix.shape[1] != width:
-        raise WireError(f"field {name!r}: shape {matrix.shape} is not (patches x {width})",
-                        WireReason.BAD_ARRAY)
-    return matrix.tobytes()
 
 
 _FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -363,19 +402,18 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "laf_s": bytes,
     "dog_s": bytes,
     "p0": int,
-    "emb": bytes,
-    "ys": bytes,
+    "pd": bytes,
     "mv": str,
+    "g": str,
 }
-_OPTIONAL_FIELDS: dict[str, type] = {"cstep": int, "dg": bytes}
-# What each gate keeps off the wire (wire v3, issue 34): a second with speech and no dog
-# activity carries what a sound level meter's display shows; a second with neither, the
-# spectrum and envelopes too (background for the 100 ft estimate); a dog's, everything.
-_SPECTRUM = frozenset({"b0", "bands", "env_hop", "laeq_s", "laf_s"})
-_SCORES = frozenset({"dog_s", "p0", "emb", "ys", "dg"})
-_WITHHELD: dict[str, frozenset[str]] = {
-    GATE_DOG: frozenset(), GATE_QUIET: _SCORES, GATE_SPEECH: _SPECTRUM | _SCORES}
-_FIELDS["g"] = str
+_BACKGROUND_FIELDS: dict[str, type] = {"bg_t": int, "bg_n": int, "bg_b0": int, "bg": bytes}
+_OPTIONAL_FIELDS: dict[str, type] = {"cstep": int, "dg": bytes} | _BACKGROUND_FIELDS
+# What a "levels" frame keeps off the wire (wire v4, issue 34): everything but what a sound
+# level meter's display shows with A-weighting. LCeq and LZeq go too: with LAeq they give the
+# spectrum's tilt, from which digits were told apart 23 % of the time (chance 10 %; A-weighted
+# levels alone 15 %, docs/PRIVACY.md).
+_WITHHELD: dict[str, frozenset[str]] = {GATE_DOG: frozenset(), GATE_LEVELS: frozenset({
+    "lc", "lz", "b0", "bands", "env_hop", "laeq_s", "laf_s", "dog_s", "p0", "pd", "dg"})}
 MAX_CLOCK_STEP_NS = 10 * 365 * 86400 * 10**9  # a step beyond ten years is no clock's correction
 
 
@@ -391,18 +429,6 @@ def _array(raw: bytes, dtype: str, name: str, expected_len: int | None = None) -
     if not np.all(np.isfinite(values)):
         raise WireError(f"field {name!r}: contains NaN or infinity", WireReason.NOT_FINITE)
     return values
-
-
-def _matrix(raw: bytes, width: int, name: str) -> np.ndarray:
-    """A float16 (patches x width) array of at most MAX_PATCHES rows."""
-    row_bytes = 2 * width
-    if len(raw) % row_bytes:
-        raise WireError(f"field {name!r}: {len(raw)} bytes is not a whole number of rows of "
-                        f"{width} float16", WireReason.BAD_ARRAY)
-    if len(raw) // row_bytes > MAX_PATCHES:
-        raise WireError(f"field {name!r}: {len(raw) // row_bytes} patches exceeds the limit of "
-                        f"{MAX_PATCHES}", WireReason.OUT_OF_RANGE)
-    return _array(raw, "<f2", name).reshape(-1, width)
 
 
 def _bounded(values: np.ndarray, low: float, high: float, name: str, what: str) -> None:
@@ -438,7 +464,7 @@ def _key_shown(key: object) -> str:
 
 
 def decode_frame(data: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> Frame:
-    """Parse and validate a wire-format v3 frame; raise WireError naming what was wrong.
+    """Parse and validate a wire-format v4 frame; raise WireError naming what was wrong.
 
     Any byte string gives a Frame or a WireError, never another exception.
     """
@@ -475,14 +501,21 @@ def _validated(payload: object) -> Frame:
     if type(version) is int and version == 1:
         raise WireError(
             "field 'v': wire format v1 is no longer accepted (it carried mel spectra that speech "
-            "can be rebuilt from); upgrade the sensor's software to wire format v3",
+            "can be rebuilt from); upgrade the sensor's software to wire format v4",
             WireReason.VERSION,
         )
     if type(version) is int and version == 2:
         raise WireError(
             "field 'v': wire format v2 is no longer accepted (its per-second spectra, envelopes "
             "and embeddings let words and voices be recognised in seconds of speech); upgrade "
-            "the sensor's software to wire format v3",
+            "the sensor's software to wire format v4",
+            WireReason.VERSION,
+        )
+    if type(version) is int and version == 3:
+        raise WireError(
+            "field 'v': wire format v3 is no longer accepted (its dog seconds carried YAMNet's "
+            "embeddings and its other seconds spectra, from which spoken words were still told "
+            "apart); upgrade the sensor's software to wire format v4",
             WireReason.VERSION,
         )
     if type(version) is not int or version != SCHEMA_VERSION:
@@ -504,6 +537,10 @@ def _validated(payload: object) -> Frame:
     if sent:
         raise WireError(f"field(s) {', '.join(sent)}: not sent in a {gate!r} frame (the "
                         "speech gate keeps them on the sensor)", WireReason.UNKNOWN_FIELD)
+    for key in _OPTIONAL_FIELDS:
+        if key in payload and type(payload[key]) is not _OPTIONAL_FIELDS[key]:
+            raise WireError(f"field {key!r}: {type(payload[key]).__name__} is not the expected "
+                            f"{_OPTIONAL_FIELDS[key].__name__}", WireReason.WRONG_TYPE)
     # Keys may be str or bytes (msgpack's str and bin): never compare them with each other.
     unknown = sorted(
         _key_shown(key)
@@ -525,15 +562,9 @@ def _validated(payload: object) -> Frame:
             )
 
     clock_step_ns = payload.get("cstep", 0)
-    if type(clock_step_ns) is not int:
-        raise WireError(f"field 'cstep': {type(clock_step_ns).__name__} is not the expected int",
-                        WireReason.WRONG_TYPE)
     if not -MAX_CLOCK_STEP_NS <= clock_step_ns <= MAX_CLOCK_STEP_NS:
         raise WireError(f"field 'cstep': {clock_step_ns} ns is out of range",
                         WireReason.OUT_OF_RANGE)
-    if "dg" in payload and not isinstance(payload["dg"], bytes):
-        raise WireError(f"field 'dg': {type(payload['dg']).__name__} is not the expected bytes",
-                        WireReason.WRONG_TYPE)
 
     device_id = payload["dev"]
     if not DEVICE_ID_PATTERN.match(device_id):
@@ -576,9 +607,10 @@ def _validated(payload: object) -> Frame:
     hop_s = float(payload["hop"])
     if not 0.001 <= hop_s <= 1.0:
         raise WireError(f"field 'hop': {hop_s} s is out of range", WireReason.OUT_OF_RANGE)
+    background = _background(payload)
     if gate != GATE_DOG:
-        return _gated(payload, gate, device_id, calibration_date, dc_offset, hop_s,
-                      clock_step_ns)
+        return _levels_only(payload, device_id, calibration_date, dc_offset, hop_s,
+                            clock_step_ns, background)
 
     dog_steps = _array(payload["dog_s"], "<f2", "dog_s")
     if not 0 < dog_steps.size <= MAX_STEPS:
@@ -586,16 +618,14 @@ def _validated(payload: object) -> Frame:
                         WireReason.OUT_OF_RANGE)
     _bounded(dog_steps, 0.0, 1.0, "dog_s", "score")
     bands, envelope_hop_s, laeq_blocks, laf_blocks = _spectrum(payload, dog_steps.size, hop_s)
-    embeddings = _matrix(payload["emb"], EMBEDDING_SIZE, "emb")
-    _bounded(embeddings, 0.0, MAX_EMBEDDING, "emb", "embedding value")
-    class_scores = _matrix(payload["ys"], N_CLASSES, "ys")
-    if class_scores.shape[0] != embeddings.shape[0]:
-        raise WireError(f"field 'ys': {class_scores.shape[0]} patches, but 'emb' has "
-                        f"{embeddings.shape[0]}", WireReason.BAD_ARRAY)
-    _bounded(class_scores, 0.0, 1.0, "ys", "class score")
+    head_scores = _array(payload["pd"], "<f2", "pd")
+    if head_scores.size > MAX_PATCHES:
+        raise WireError(f"field 'pd': {head_scores.size} patches exceeds the limit of "
+                        f"{MAX_PATCHES}", WireReason.OUT_OF_RANGE)
+    _bounded(head_scores, 0.0, 1.0, "pd", "score")
     patch_dog_scores = None
     if "dg" in payload:
-        patch_dog_scores = _array(payload["dg"], "<f2", "dg", embeddings.shape[0])
+        patch_dog_scores = _array(payload["dg"], "<f2", "dg", head_scores.size)
         _bounded(patch_dog_scores, 0.0, 1.0, "dg", "score")
     patch_start_ns = payload["p0"]
     # A frame's patches start at most 2 s before it (those completed with the next second)
@@ -635,11 +665,13 @@ def _validated(payload: object) -> Frame:
         laf_blocks_db=laf_blocks,
         dog_steps=dog_steps,
         patch_start_ns=patch_start_ns,
-        embeddings=embeddings,
-        class_scores=class_scores,
+        embeddings=np.zeros((0, EMBEDDING_SIZE), np.float32),
+        class_scores=np.zeros((0, N_CLASSES), np.float32),
+        patch_head_scores=head_scores,
         model_versions=model_versions,
         clock_step_ns=clock_step_ns,
         patch_dog_scores=patch_dog_scores,
+        background=background,
     )
 
 
@@ -667,42 +699,68 @@ def _spectrum(payload: dict[str, Any], n_steps: int, hop_s: float
             _array(payload["laf_s"], "<f2", "laf_s", n_blocks))
 
 
-def _gated(payload: dict[str, Any], gate: str, device_id: str, calibration_date: str,
-           dc_offset: float, hop_s: float, clock_step_ns: int) -> Frame:
-    """The Frame of a quiet or speech frame: what was withheld stands in as nothing found —
-    no patches, a dog score of 0 every step, and (speech) no bands and the second's LAeq and
-    LAFmax held over its envelope blocks — so the analyzer runs on it unchanged."""
+def _background(payload: dict[str, Any]) -> MinuteBackground | None:
+    """The minute's background statistics of a frame that has them (all four fields, or none)."""
+    present = [key for key in _BACKGROUND_FIELDS if key in payload]
+    if not present:
+        return None
+    if len(present) != len(_BACKGROUND_FIELDS):
+        missing = sorted(set(_BACKGROUND_FIELDS) - set(present))
+        raise WireError(f"field(s) {', '.join(missing)}: missing beside {', '.join(present)} "
+                        "(the background statistics come as four fields)",
+                        WireReason.MISSING_FIELD)
+    if not 0 <= payload["bg_t"] <= payload["t"]:
+        raise WireError(f"field 'bg_t': {payload['bg_t']} ns is not before the frame's capture "
+                        f"time {payload['t']} ns", WireReason.OUT_OF_RANGE)
+    if not 1 <= payload["bg_n"] <= MAX_BACKGROUND_SECONDS:
+        raise WireError(f"field 'bg_n': {payload['bg_n']} seconds is outside "
+                        f"1..{MAX_BACKGROUND_SECONDS}", WireReason.OUT_OF_RANGE)
+    if not -20 <= payload["bg_b0"] <= 13:
+        raise WireError(f"field 'bg_b0': band index {payload['bg_b0']} is out of range",
+                        WireReason.OUT_OF_RANGE)
+    bands = _array(payload["bg"], "<f4", "bg")
+    if not 0 < bands.size <= MAX_BANDS:
+        raise WireError(f"field 'bg': {bands.size} bands is out of range",
+                        WireReason.OUT_OF_RANGE)
+    _bounded(bands, -150.0, 250.0, "bg", "level")
+    return MinuteBackground(payload["bg_t"], payload["bg_n"], payload["bg_b0"], bands)
+
+
+def _levels_only(payload: dict[str, Any], device_id: str, calibration_date: str,
+                 dc_offset: float, hop_s: float, clock_step_ns: int,
+                 background: MinuteBackground | None) -> Frame:
+    """The Frame of a "levels" frame: what was withheld stands in as nothing found — no
+    patches, a dog score of 0 every step, no bands, LCeq and LZeq NaN (not measured), and the
+    second's LAeq and LAFmax held over its envelope blocks — so the analyzer runs on it
+    unchanged."""
     n_steps = round(payload["n"] / payload["sr"] / hop_s)
     if not 0 < n_steps <= MAX_STEPS:
         raise WireError(f"fields 'n'/'hop': {n_steps} steps is out of range",
                         WireReason.OUT_OF_RANGE)
     laeq, lafmax = _level(payload, "la"), _level(payload, "lafmax")
-    if gate == GATE_QUIET:
-        bands, envelope_hop_s, laeq_blocks, laf_blocks = _spectrum(payload, n_steps, hop_s)
-        first_band = int(payload["b0"])
-    else:
-        envelope_hop_s = round(ENVELOPE_HOP_S / hop_s) * hop_s
-        n_blocks = blocks_needed(n_steps, round(ENVELOPE_HOP_S / hop_s))
-        bands, first_band = np.zeros(0, np.float32), 0
-        laeq_blocks = np.full(n_blocks, laeq, np.float32)
-        laf_blocks = np.full(n_blocks, lafmax, np.float32)
+    steps_per_block = round(ENVELOPE_HOP_S / hop_s)
+    n_blocks = blocks_needed(n_steps, steps_per_block)
     model_versions = _model_versions(payload)
     return Frame(
         device_id=device_id, seq=payload["seq"], capture_ns=payload["t"],
         sample_rate=payload["sr"], n_samples=payload["n"],
         full_scale_db=float(payload["fs_db"]), calibration_date=calibration_date,
-        laeq_db=laeq, lceq_db=_level(payload, "lc"), lzeq_db=_level(payload, "lz"),
+        laeq_db=laeq, lceq_db=math.nan, lzeq_db=math.nan,
         lafmax_db=lafmax, lafmin_db=_level(payload, "lafmin"),
         lasmax_db=_level(payload, "lasmax"), laf10_db=_level(payload, "l10"),
         laf50_db=_level(payload, "l50"), laf90_db=_level(payload, "l90"),
         percentile_window_s=float(payload["pct_s"]), clipped_samples=payload["clip"],
-        dc_offset=dc_offset, under_range=payload["under"], band_first_index=first_band,
-        bands_db=bands, hop_s=hop_s, envelope_hop_s=envelope_hop_s,
-        laeq_blocks_db=laeq_blocks, laf_blocks_db=laf_blocks,
+        dc_offset=dc_offset, under_range=payload["under"], band_first_index=0,
+        bands_db=np.zeros(0, np.float32), hop_s=hop_s,
+        envelope_hop_s=steps_per_block * hop_s,
+        laeq_blocks_db=np.full(n_blocks, laeq, np.float32),
+        laf_blocks_db=np.full(n_blocks, lafmax, np.float32),
         dog_steps=np.zeros(n_steps, np.float32), patch_start_ns=payload["t"],
         embeddings=np.zeros((0, EMBEDDING_SIZE), np.float32),
-        class_scores=np.zeros((0, N_CLASSES), np.float32), model_versions=model_versions,
-        clock_step_ns=clock_step_ns, patch_dog_scores=None, gate=gate,
+        class_scores=np.zeros((0, N_CLASSES), np.float32),
+        patch_head_scores=np.zeros(0, np.float32), model_versions=model_versions,
+        clock_step_ns=clock_step_ns, patch_dog_scores=None, gate=GATE_LEVELS,
+        background=background,
     )
 
 

@@ -47,11 +47,18 @@ def test_json_document_has_the_documented_fields(excerpt_20s: Path) -> None:
 def test_include_frames_gives_one_row_per_second(excerpt_20s: Path) -> None:
     document = json.loads(_analyze(excerpt_20s, "--include-frames").stdout)
     assert [row["t_s"] for row in document["frames"]] == [float(i) for i in range(20)]
-    assert set(document["frames"][0]) == {
-        "t_s", "laeq_db", "lceq_db", "lzeq_db", "lafmax_db", "lafmin_db", "lasmax_db",
-        "laf10_db", "laf50_db", "laf90_db", "clipped_samples", "dc_offset", "under_range",
-        "dog_score", "bands_db"}
-    assert len(document["frames"][0]["bands_db"]) == len(document["band_centres_hz"])
+    for row in document["frames"]:
+        assert set(row) == {
+            "t_s", "laeq_db", "lceq_db", "lzeq_db", "lafmax_db", "lafmin_db", "lasmax_db",
+            "laf10_db", "laf50_db", "laf90_db", "clipped_samples", "dc_offset", "under_range",
+            "dog_score", "bands_db"}
+    # wire v4: a dog second carries its spectrum and LCeq; every other second levels only
+    dog = [row for row in document["frames"] if row["bands_db"]]
+    levels = [row for row in document["frames"] if not row["bands_db"]]
+    assert dog and levels
+    assert all(len(row["bands_db"]) == len(document["band_centres_hz"]) for row in dog)
+    assert all(row["lceq_db"] is not None for row in dog)
+    assert all(row["lceq_db"] is None and row["lzeq_db"] is None for row in levels)
 
 
 def test_calibration_shifts_every_level_by_the_same_amount(excerpt_20s: Path) -> None:

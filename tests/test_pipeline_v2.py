@@ -1,5 +1,6 @@
-"""The analyzer's pipeline on wire-v2 frames: per-step fused scores aligned with the head's
-reference definition across frames, and the same events on every run."""
+"""The analyzer's pipeline: per-step fused scores aligned with the head's reference definition
+across frames (on the sensor's patch scores from the wire, and on embeddings in memory), and
+the same events on every run."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile as sf
 
 from analyzer.deploy.services import Services
 from analyzer.detect import DetectorSettings, DevicePipeline, DogHead, step_head_scores
 from analyzer.detect.classifier import CentredMean
 from analyzer.offline.analysis import analyze_file, frames_of_file
+from sensor.frames import frames_from_samples
 from sensor.wire import GATE_DOG, Frame, decode_frame, encode_frame, frame_topic
 from tests.conftest import write_excerpt
 
@@ -40,8 +43,15 @@ def barks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def frames(barks: Path) -> list[Frame]:
-    # 14 frames; patches straddle frames and come with the next one
+    # 14 frames as the wire delivers them; patches straddle frames and come with the next one
     return frames_of_file(barks, 100.0)[1]
+
+
+@pytest.fixture(scope="module")
+def memory_frames(barks: Path) -> list[Frame]:
+    """The same frames in memory, on the sensor: with YAMNet's embeddings and class scores."""
+    samples, rate = sf.read(barks, dtype="float64")
+    return list(frames_from_samples(samples, rate, 100.0))
 
 
 def _streamed(frames: list[Frame], head: DogHead) -> tuple[np.ndarray, int]:
@@ -53,8 +63,9 @@ def _streamed(frames: list[Frame], head: DogHead) -> tuple[np.ndarray, int]:
 
 
 def test_streamed_fused_scores_equal_the_reference_on_the_whole_stream(
-    frames: list[Frame],
+    memory_frames: list[Frame],
 ) -> None:
+    frames = memory_frames  # another head than the sensor's scores the embeddings in memory
     head = _varying_head()
     streamed, first_ns = _streamed(frames, head)
     origin_ns = frames[0].capture_ns
@@ -71,14 +82,36 @@ def test_streamed_fused_scores_equal_the_reference_on_the_whole_stream(
     np.testing.assert_allclose(streamed, reference, atol=1e-6)
 
 
-def test_a_patch_shifted_by_one_hop_changes_the_fused_scores(frames: list[Frame]) -> None:
+def test_a_patch_shifted_by_one_hop_changes_the_fused_scores(
+    memory_frames: list[Frame],
+) -> None:
     """The comparison above would notice misaligned patches."""
     import dataclasses
 
+    frames = memory_frames
     head = _varying_head()
     shifted = [dataclasses.replace(f, patch_start_ns=f.patch_start_ns + 480_000_000)
                if i == 1 else f for i, f in enumerate(frames)]
     assert not np.allclose(_streamed(shifted, head)[0], _streamed(frames, head)[0])
+
+
+def test_from_the_wire_the_pipeline_fuses_the_sensors_patch_scores(
+    memory_frames: list[Frame],
+) -> None:
+    """Wire v4: the embeddings stay on the sensor; the bundled head's fused scores from the
+    patch scores the sensor sent equal those from the embeddings in memory (to float16)."""
+    import dataclasses
+
+    head = DogHead.load()
+    whole = [decode_frame(encode_frame(dataclasses.replace(f, gate=GATE_DOG)))
+             for f in memory_frames]
+    assert all(len(f.embeddings) == 0 for f in whole)
+    assert sum(len(f.patch_head_scores) for f in whole) == sum(
+        len(f.embeddings) for f in memory_frames) > 20
+    wire, _ = _streamed(whole, head)
+    memory, _ = _streamed(memory_frames, head)
+    assert wire.max() > 0.9  # the clip's barks
+    np.testing.assert_allclose(wire, memory, atol=2e-3)
 
 
 def test_the_default_head_fuses_by_maximum_with_the_untouched_yamnet_score(
@@ -118,7 +151,7 @@ def test_a_gap_between_frames_closes_the_open_event_and_restarts_the_scores(
     assert after_gap.scores_start_ns == frames[2].capture_ns
 
 
-def test_a_live_analyzer_refuses_v1_and_v2_frames_counting_them_by_reason_and_keeps_v3(
+def test_a_live_analyzer_refuses_v1_to_v3_frames_counting_them_by_reason_and_keeps_v4(
     services: Services, frames: list[Frame],
 ) -> None:
     import dataclasses
@@ -129,17 +162,18 @@ def test_a_live_analyzer_refuses_v1_and_v2_frames_counting_them_by_reason_and_ke
     from tests.test_end_to_end import analyzer_config
 
     start_ns = time.time_ns() - 60 * 10**9
-    v3 = [dataclasses.replace(f.retimed(start_ns + i * 10**9), device_id="dev-v", seq=i,
+    v4 = [dataclasses.replace(f.retimed(start_ns + i * 10**9), device_id="dev-v", seq=i,
                               gate=GATE_DOG) for i, f in enumerate(frames[:3])]
-    old = msgpack.unpackb(encode_frame(v3[0]), raw=False)
+    old = msgpack.unpackb(encode_frame(v4[0]), raw=False)
+    v3 = msgpack.packb(old | {"v": 3, "seq": 9}, use_bin_type=True)
     v2 = msgpack.packb({k: v for k, v in old.items() if k != "g"} | {"v": 2, "seq": 8},
                        use_bin_type=True)
-    for key in ("dog_s", "p0", "emb", "ys", "mv", "g"):
+    for key in ("dog_s", "p0", "pd", "mv", "g"):
         del old[key]
     v1 = msgpack.packb(old | {"v": 1, "seq": 7, "mels": 64,
                               "mel": np.zeros((50, 64), np.float16).tobytes()},
                        use_bin_type=True)
-    payloads = [encode_frame(v3[0]), v1, encode_frame(v3[1]), v2, encode_frame(v3[2])]
+    payloads = [encode_frame(v4[0]), v1, encode_frame(v4[1]), v2, v3, encode_frame(v4[2])]
     analyzer = publish_through_analyzer(analyzer_config(services), frame_topic("dev-v"),
                                         payloads, stored=3)
-    assert analyzer.rejections == {"version": 2}
+    assert analyzer.rejections == {"version": 3}

@@ -23,7 +23,7 @@ from analyzer.offline.analysis import frames_of_file
 from analyzer.store.influx import InfluxClient
 from sensor.config import MqttSettings
 from sensor.frames import frames_from_samples
-from sensor.wire import Frame, encode_frame, frame_topic
+from sensor.wire import GATE_DOG, Frame, encode_frame, frame_topic
 from tests.conftest import publish_through_analyzer, sine
 
 DAY_S = 86400.0
@@ -31,8 +31,11 @@ NOW_NS = 1_790_000_000_000_000_000
 
 
 def _frames(count: int, start_ns: int, device: str = "dev-p") -> list[Frame]:
-    return list(frames_from_samples(sine(1000.0, 0.1, float(count), 48000), 48000, 100.0,
-                                    device_id=device, start_ns=start_ns))
+    """Frames of a tone, sent whole (as dog frames: every field to check), without background
+    statistics (which would date from the original capture time)."""
+    return [dataclasses.replace(f, gate=GATE_DOG, background=None) for f in frames_from_samples(
+        sine(1000.0, 0.1, float(count), 48000), 48000, 100.0, device_id=device,
+        start_ns=start_ns)]
 
 
 FRAME = _frames(1, NOW_NS)[0]

@@ -1,9 +1,10 @@
-"""Wire format v3: round trip, the speech gate's three kinds of frame, every kind of bad
-payload named precisely, v1 and v2 refused."""
+"""Wire format v4: round trip, the speech gate's two kinds of frame, the background statistics,
+every kind of bad payload named precisely, v1 to v3 refused."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from pathlib import Path
 
@@ -19,11 +20,13 @@ from sensor.frames import frames_from_samples
 from sensor.wire import (
     EMBEDDING_SIZE,
     GATE_DOG,
+    GATE_LEVELS,
     GATE_QUIET,
     GATE_SPEECH,
     MAX_PATCHES,
     N_CLASSES,
     Frame,
+    MinuteBackground,
     decode_frame,
     device_from_topic,
     encode_frame,
@@ -35,8 +38,12 @@ from tests.conftest import sine
 # tests every field's round trip (the gates are tested below).
 FRAME = dataclasses.replace(next(frames_from_samples(
     sine(1000.0, 0.1, 1.0, 48000), 48000, 120.0, device_id="dev-1",
-    start_ns=1_700_000_000_000_000_000)), gate=GATE_DOG)
+    start_ns=1_700_000_000_000_000_000)), gate=GATE_DOG, background=None)
 F16 = np.float16
+# what stays on the sensor in every frame (wire v4): YAMNet's outputs behind the head's score
+ON_THE_SENSOR = ("embeddings", "class_scores")
+BACKGROUND = MinuteBackground(FRAME.capture_ns - 60 * 10**9, 42, -16,
+                              np.linspace(20.0, 40.0, 30).astype(np.float32))
 
 
 def _payload(**changes: object) -> bytes:
@@ -47,27 +54,34 @@ def _payload(**changes: object) -> bytes:
     return msgpack.packb(raw, use_bin_type=True)
 
 
-def test_round_trip_keeps_every_field() -> None:
+def test_round_trip_keeps_every_field_but_yamnets_outputs() -> None:
     decoded = decode_frame(encode_frame(FRAME))
     for field in dataclasses.fields(Frame):
         original, back = getattr(FRAME, field.name), getattr(decoded, field.name)
-        if isinstance(original, np.ndarray):
+        if field.name in ON_THE_SENSOR:
+            assert back.shape == (0, original.shape[1]), field.name
+        elif isinstance(original, np.ndarray):
             # float16 on the wire: 0.0625 dB resolution up to 128 dB, 0.0005 under a score of 1
             np.testing.assert_allclose(back, original, atol=0.07, rtol=1e-3)
         else:
             assert back == original, field.name
 
 
-def test_round_trip_keeps_the_networks_outputs_to_float16() -> None:
+def test_embeddings_and_class_scores_never_leave_the_sensor() -> None:
+    assert FRAME.embeddings.shape == (2, EMBEDDING_SIZE)  # in memory, on the sensor
+    assert FRAME.class_scores.shape == (2, N_CLASSES)
+    raw = msgpack.unpackb(encode_frame(FRAME), raw=False)
+    assert not {"emb", "ys"} & set(raw)
     decoded = decode_frame(encode_frame(FRAME))
-    # one second, padded as YAMNet pads a clip (to 0.975 s + a whole 0.48 s hop): two patches
-    assert decoded.embeddings.shape == (2, EMBEDDING_SIZE)
-    assert decoded.class_scores.shape == (2, N_CLASSES)
-    np.testing.assert_array_equal(decoded.embeddings, FRAME.embeddings.astype(F16))
-    np.testing.assert_array_equal(decoded.class_scores, FRAME.class_scores.astype(F16))
+    # one second, padded as YAMNet pads a clip (to 0.975 s + a whole 0.48 s hop): two patches,
+    # each with the dog head's score computed on the sensor
+    assert decoded.patch_head_scores.shape == (2,)
+    np.testing.assert_array_equal(decoded.patch_head_scores,
+                                  FRAME.patch_head_scores.astype(F16))
     np.testing.assert_array_equal(decoded.dog_steps, FRAME.dog_steps.astype(F16))
     assert list(decoded.patch_starts_ns - FRAME.capture_ns) == [0, 480_000_000]
     assert decoded.model_versions.startswith("dog-cnn-")
+    assert "+head-dog-head-" in decoded.model_versions
 
 
 def test_the_fine_tuned_dog_score_travels_one_per_patch_and_is_optional() -> None:
@@ -75,83 +89,104 @@ def test_the_fine_tuned_dog_score_travels_one_per_patch_and_is_optional() -> Non
     decoded = decode_frame(encode_frame(FRAME))
     assert decoded.patch_dog_scores is not None
     np.testing.assert_array_equal(decoded.patch_dog_scores, FRAME.patch_dog_scores.astype(F16))
-    assert decoded.patch_dog_scores.shape == (len(decoded.embeddings),)
+    assert decoded.patch_dog_scores.shape == (len(decoded.patch_head_scores),)
     # a sensor that runs YAMNet alone sends no 'dg': the frame decodes without it
     assert decode_frame(_payload(dg=None)).patch_dog_scores is None
     with pytest.raises(WireError, match="field 'dg': \\(1,\\) scores for 2 patches"):
         encode_frame(dataclasses.replace(FRAME, patch_dog_scores=np.zeros(1, np.float32)))
 
 
-def test_v2_carries_no_spectrogram_finer_than_a_second() -> None:
+def test_v4_carries_no_spectrogram_finer_than_a_second() -> None:
     raw = msgpack.unpackb(encode_frame(FRAME), raw=False)
     assert "mel" not in raw and "mels" not in raw
     assert len(raw["bands"]) // 4 == len(FRAME.bands_db)  # one band spectrum per second
 
 
-def test_frame_is_compact() -> None:
-    # patches x (1024 + 521) x 2 bytes dominate: 3.1 kB each, 2 or 3 a second
-    assert len(encode_frame(FRAME)) < 3500 * len(FRAME.embeddings) + 1000
+def test_a_dog_frame_is_compact() -> None:
+    # v3 sent YAMNet's 2 x (1024 + 521) float16 values: 6.2 kB; v4 the levels, bands,
+    # envelopes, 50 CNN steps and two patch scores
+    assert len(encode_frame(FRAME)) < 700
 
 
-def test_a_v2_frame_is_refused_with_the_upgrade_message() -> None:
+@pytest.mark.parametrize(("version", "why"), [
+    (2, "words and voices"), (3, "embeddings"),
+])
+def test_v2_and_v3_frames_are_refused_with_the_upgrade_message(version: int, why: str) -> None:
     raw = msgpack.unpackb(encode_frame(FRAME), raw=False)
-    del raw["g"]
-    with pytest.raises(WireError, match="wire format v2 is no longer accepted.*words and "
-                       "voices.*upgrade the sensor's software to wire format v3"):
-        decode_frame(msgpack.packb(raw | {"v": 2}, use_bin_type=True))
+    with pytest.raises(WireError, match=f"wire format v{version} is no longer accepted.*{why}"
+                       ".*upgrade the sensor's software to wire format v4") as caught:
+        decode_frame(msgpack.packb(raw | {"v": version}, use_bin_type=True))
+    assert caught.value.reason == "version"
 
 
-def test_a_speech_frame_carries_only_the_second_s_levels() -> None:
-    speech = dataclasses.replace(FRAME, gate=GATE_SPEECH)
-    data = encode_frame(speech)
+@pytest.mark.parametrize("gate", [GATE_SPEECH, GATE_QUIET])
+def test_speech_and_quiet_seconds_both_leave_as_a_level_meters_display(gate: str) -> None:
+    data = encode_frame(dataclasses.replace(FRAME, gate=gate))
     raw = msgpack.unpackb(data, raw=False)
     assert sorted(raw) == sorted([
-        "v", "dev", "seq", "t", "sr", "n", "fs_db", "cal", "la", "lc", "lz", "lafmax", "lafmin",
+        "v", "dev", "seq", "t", "sr", "n", "fs_db", "cal", "la", "lafmax", "lafmin",
         "lasmax", "l10", "l50", "l90", "pct_s", "clip", "dc", "under", "hop", "mv", "g"])
+    assert raw["g"] == GATE_LEVELS  # the stream does not say whether someone spoke
     assert len(data) < 300  # v2 sent about 7 KB a second
     back = decode_frame(data)
-    assert back.gate == GATE_SPEECH and back.laeq_db == pytest.approx(FRAME.laeq_db)
+    assert back.gate == GATE_LEVELS and back.laeq_db == pytest.approx(FRAME.laeq_db)
     # what was withheld reads as nothing found: no bands, no patch, a score of 0 each step,
-    # the second's LAeq and LAFmax held over its envelope blocks
-    assert back.bands_db.size == 0 and back.embeddings.shape == (0, EMBEDDING_SIZE)
+    # LCeq and LZeq not measured, the second's LAeq and LAFmax held over its envelope blocks
+    assert back.bands_db.size == 0 and back.patch_head_scores.size == 0
     assert back.dog_steps.size == FRAME.dog_steps.size and not back.dog_steps.any()
+    assert math.isnan(back.lceq_db) and math.isnan(back.lzeq_db)
     np.testing.assert_allclose(back.laeq_blocks_db, [FRAME.laeq_db] * 2, atol=1e-4)
     np.testing.assert_allclose(back.laf_blocks_db, [FRAME.lafmax_db] * 2, atol=1e-4)
 
 
-def test_a_quiet_frame_carries_levels_and_spectrum_but_no_score() -> None:
-    data = encode_frame(dataclasses.replace(FRAME, gate=GATE_QUIET))
-    raw = msgpack.unpackb(data, raw=False)
-    assert {"bands", "laeq_s", "laf_s", "b0", "env_hop"} <= set(raw)
-    assert not {"dog_s", "emb", "ys", "p0", "dg"} & set(raw)
-    back = decode_frame(data)
-    np.testing.assert_allclose(back.bands_db, FRAME.bands_db, atol=1e-4)
-    np.testing.assert_allclose(back.laeq_blocks_db, FRAME.laeq_blocks_db, atol=0.07)
-    assert back.gate == GATE_QUIET and not back.dog_steps.any() and len(back.embeddings) == 0
+@pytest.mark.parametrize("gate", [GATE_DOG, GATE_QUIET])
+def test_the_background_statistics_travel_in_any_frame(gate: str) -> None:
+    frame = dataclasses.replace(FRAME, gate=gate, background=BACKGROUND)
+    back = decode_frame(encode_frame(frame)).background
+    assert back is not None
+    assert (back.start_ns, back.seconds, back.first_index) == (
+        BACKGROUND.start_ns, 42, -16)
+    np.testing.assert_array_equal(back.bands_db, BACKGROUND.bands_db)
 
 
-@pytest.mark.parametrize(("gate", "extra", "message"), [
-    (GATE_SPEECH, {"bands": b"\0\0\0\0"}, "field(s) bands: not sent in a 'speech' frame"),
-    (GATE_QUIET, {"emb": b""}, "field(s) emb: not sent in a 'quiet' frame"),
-    ("loud", {}, "field 'g': 'loud' is not one of dog, quiet, speech"),
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"bg_n": None}, "field(s) bg_n: missing beside bg_t, bg_b0, bg"),
+    ({"bg_n": 0}, "field 'bg_n': 0 seconds is outside 1..3600"),
+    ({"bg_t": FRAME.capture_ns + 1}, "field 'bg_t'"),
+    ({"bg": np.full(3, np.nan, "<f4").tobytes()}, "field 'bg': contains NaN"),
+    ({"bg_b0": 40}, "field 'bg_b0': band index 40 is out of range"),
+    ({"bg": "x"}, "field 'bg': str is not the expected bytes"),
+])
+def test_bad_background_statistics_are_named(changes: dict[str, object], message: str) -> None:
+    raw = msgpack.unpackb(encode_frame(dataclasses.replace(FRAME, background=BACKGROUND)),
+                          raw=False)
+    raw.update(changes)
+    for key in [k for k, v in changes.items() if v is None]:
+        del raw[key]
+    with pytest.raises(WireError, match=re.escape(message)):
+        decode_frame(msgpack.packb(raw, use_bin_type=True))
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"bands": b"\0\0\0\0"}, "field(s) bands: not sent in a 'levels' frame"),
+    ({"lc": 40.0}, "field(s) lc: not sent in a 'levels' frame"),
+    ({"pd": b""}, "field(s) pd: not sent in a 'levels' frame"),
+    ({"g": "quiet"}, "field 'g': 'quiet' is not one of dog, levels"),
 ])
 def test_a_field_the_gate_withholds_or_an_unknown_gate_is_refused(
-        gate: str, extra: dict[str, bytes], message: str) -> None:
+        extra: dict[str, object], message: str) -> None:
     raw = msgpack.unpackb(encode_frame(dataclasses.replace(FRAME, gate=GATE_SPEECH)), raw=False)
-    if gate == GATE_QUIET:
-        raw = msgpack.unpackb(encode_frame(dataclasses.replace(FRAME, gate=GATE_QUIET)),
-                              raw=False)
     with pytest.raises(WireError, match=re.escape(message)):
-        decode_frame(msgpack.packb(raw | {"g": gate} | extra, use_bin_type=True))
+        decode_frame(msgpack.packb(raw | extra, use_bin_type=True))
 
 
 def test_a_v1_frame_is_refused_with_the_upgrade_message() -> None:
     raw = msgpack.unpackb(encode_frame(FRAME), raw=False)
-    for key in ("dog_s", "p0", "emb", "ys", "mv"):
+    for key in ("dog_s", "p0", "pd", "mv"):
         del raw[key]
     v1 = raw | {"v": 1, "mels": 64, "mel": np.zeros((50, 64), F16).tobytes()}
     with pytest.raises(WireError, match="wire format v1 is no longer accepted.*upgrade the "
-                       "sensor's software to wire format v3") as caught:
+                       "sensor's software to wire format v4") as caught:
         decode_frame(msgpack.packb(v1, use_bin_type=True))
     assert caught.value.reason == "version"
 
@@ -188,7 +223,7 @@ def test_encoding_refuses_an_envelope_finer_than_half_a_second() -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"v": 4}, "schema version 4 is not supported (expected 3)"),
+        ({"v": 5}, "schema version 5 is not supported (expected 4)"),
         ({"seq": None}, "missing field(s): seq"),
         ({"extra": 1}, "unknown field(s): extra"),
         ({"seq": "7"}, "field 'seq'"),
@@ -216,16 +251,13 @@ def test_encoding_refuses_an_envelope_finer_than_half_a_second() -> None:
                                                      "is outside 0..1"),
         ({"dog_s": np.full(50, -0.5, F16).tobytes()}, "field 'dog_s': score -0.5"),
         ({"dog_s": "x"}, "field 'dog_s': str is not the expected bytes"),
-        ({"emb": np.zeros(1000, F16).tobytes()}, "field 'emb': 2000 bytes is not a whole "
-                                                 "number of rows of 1024"),
-        ({"emb": np.zeros((1, 1024), F16).tobytes()}, "field 'ys': 2 patches, but 'emb' has 1"),
-        ({"emb": np.full((2, 1024), -1.0, F16).tobytes()}, "field 'emb': embedding value -1.0"),
-        ({"emb": np.full((2, 1024), np.inf, F16).tobytes()}, "field 'emb': contains NaN"),
-        ({"emb": np.zeros((MAX_PATCHES + 1, 1024), F16).tobytes()},
-         "field 'emb': 9 patches exceeds the limit of 8"),
-        ({"ys": np.zeros(521, F16).tobytes() + b"\x00"}, "field 'ys': 1043 bytes"),
-        ({"ys": np.full((2, 521), 2.0, F16).tobytes()}, "field 'ys': class score 2.0"),
-        ({"ys": np.full((2, 521), np.nan, F16).tobytes()}, "field 'ys': contains NaN"),
+        ({"pd": np.zeros(3, F16).tobytes()[:5]}, "field 'pd': 5 bytes is not a whole number"),
+        ({"pd": np.full(2, 1.5, F16).tobytes()}, "field 'pd': score 1.5 at index 0 is outside"),
+        ({"pd": np.full(2, np.inf, F16).tobytes()}, "field 'pd': contains NaN"),
+        ({"pd": np.zeros(MAX_PATCHES + 1, F16).tobytes()},
+         "field 'pd': 9 patches exceeds the limit of 8"),
+        ({"pd": None}, "missing field(s): pd"),
+        ({"emb": np.zeros((2, 1024), F16).tobytes()}, "unknown field(s): emb"),
         ({"p0": "0"}, "field 'p0': str is not the expected int"),
         ({"p0": 0}, "field 'p0': 0 ns is not within 2 s of the frame's capture time"),
         ({"p0": None}, "missing field(s): p0"),
@@ -343,10 +375,8 @@ def test_a_device_id_with_a_trailing_newline_is_refused_in_frames_topics_and_sen
 def test_the_encoder_refuses_what_the_decoder_refuses() -> None:
     with pytest.raises(WireError, match="field 'la'"):
         encode_frame(dataclasses.replace(FRAME, laeq_db=float("nan")))
-    with pytest.raises(WireError, match="field 'emb': contains NaN or infinity"):
-        encode_frame(dataclasses.replace(FRAME, embeddings=np.full((2, 1024), 1e6, np.float32)))
-    with pytest.raises(WireError, match=r"field 'ys': shape \(2, 520\)"):
-        encode_frame(dataclasses.replace(FRAME, class_scores=np.zeros((2, 520), np.float32)))
+    with pytest.raises(WireError, match="field 'pd': score 2.0 at index 0 is outside 0..1"):
+        encode_frame(dataclasses.replace(FRAME, patch_head_scores=np.full(2, 2.0, np.float32)))
     with pytest.raises(WireError, match="field 'dog_s': score 1.5"):
         encode_frame(dataclasses.replace(FRAME, dog_steps=np.full(50, 1.5, np.float32)))
     with pytest.raises(WireError, match="field 'seq'"):

@@ -110,9 +110,10 @@ class WireV2:
     """The adapter from a clip to what wire v2 carries (:class:`V2Content`): the sensor's own
     frames (``sensor.frames``, with its CNN and YAMNet, ``sensor.scoring``), encoded and
     decoded by ``sensor.wire``, so the attacks see exactly what an analyzer receives. v2 sent
-    every field of every second: wire v3 does so for a second of dog activity, so v2's content
-    is v3's with every frame's gate set to ``dog``. ``gated``: what v3 sends (the speech
-    gate's decision, :mod:`sensor.gate`)."""
+    every field of every second: v2's content is the current wire's with every frame's gate set
+    to ``dog`` and YAMNet's embeddings and class scores added, rounded to float16 as v2 sent
+    them (since wire v4 they stay on the sensor). ``gated``: what the current wire sends (the
+    speech gate's decision, :mod:`sensor.gate`)."""
 
     def __init__(self, full_scale_db: float = FULL_SCALE_DB, gated: bool = False) -> None:
         self.full_scale_db = full_scale_db
@@ -124,9 +125,13 @@ class WireV2:
         audio = checked_clip(samples)
         self.networks.reset()
         built = frames_from_samples_with(audio, self.full_scale_db, self.networks)
-        if not self.gated:
-            built = [dataclasses.replace(frame, gate=GATE_DOG) for frame in built]
-        return [decode_frame(encode_frame(frame)) for frame in built]
+        if self.gated:
+            return [decode_frame(encode_frame(frame)) for frame in built]
+        return [dataclasses.replace(
+            decode_frame(encode_frame(dataclasses.replace(frame, gate=GATE_DOG))),
+            embeddings=frame.embeddings.astype(np.float16).astype(np.float32),
+            class_scores=frame.class_scores.astype(np.float16).astype(np.float32))
+            for frame in built]
 
     def content(self, samples: np.ndarray) -> V2Content:
         return content_of_frames(self.frames(samples), n_steps_of(samples))
@@ -164,12 +169,12 @@ def content_of_frames(frames: list[Frame], n_steps: int) -> V2Content:
 
 
 def _bands_or_flat(frame: Frame, frames: list[Frame]) -> np.ndarray:
-    """The frame's bands; a second the speech gate sent without them (wire v3) gets the
-    attacker's best guess from what it did carry: its LZeq spread evenly over the bands."""
+    """The frame's bands; a second the speech gate sent without them gets the attacker's best
+    guess from what it did carry: its LAeq spread evenly over the bands."""
     if len(frame.bands_db):
         return frame.bands_db
     n = max((len(f.bands_db) for f in frames), default=0) or 31
-    return np.full(n, frame.lzeq_db - 10.0 * np.log10(n), np.float32)
+    return np.full(n, frame.laeq_db - 10.0 * np.log10(n), np.float32)
 
 
 # ---- synthesis ---------------------------------------------------------------------------

@@ -80,6 +80,9 @@ def step_features(content: V2Content, inputs: AttackInputs) -> tuple[np.ndarray,
     other = np.concatenate(columns, axis=1) / LEVEL_SCALE_DB if columns else np.zeros((n, 0))
     if "yamnet" not in inputs.fields:
         return other.astype(np.float32), np.zeros((n, 0), np.float32)
+    if len(content.embeddings) == 0:  # wire v4: YAMNet's outputs stay on the sensor
+        width = content.embeddings.shape[1] + content.class_scores.shape[1]
+        return other.astype(np.float32), np.zeros((n, width), np.float32)
     centres = (content.patch_starts_s + PATCH_S / 2) * SECOND
     patch = np.concatenate(
         [content.embeddings, np.log(content.class_scores + SCORE_FLOOR) / 5.0], axis=1

@@ -14,7 +14,10 @@ For each dog-vocalization event of a device (REFERENCE.md sections 4-5, DESIGN.m
 2. **Background**: per band and A-weighted, the L90 (``background_percentile``) of the 1 s
    levels of the bark-free seconds in a rolling window (default 10 minutes). With too few
    bark-free seconds the window's quietest seconds of any kind are used and the output says
-   so.
+   so. Since wire v4 the sensor sends band spectra only in dog seconds, and each minute, per
+   band, the L90 over the quiet seconds of its last ten minutes (``Frame.background``,
+   :mod:`sensor.gate`): the band background is then the latest of those
+   (``Background.bands_from``); the A-weighted one still comes from every second's LAeq.
 3. **Residual-noise correction** (ISO 1996-2): the background's energy is removed from each
    band and from LAeq/LAFmax; a value within ``residual_limit_db`` (3 dB) of the background
    is not corrected but flagged (it is then only an upper bound).
@@ -95,10 +98,16 @@ HEARING_THRESHOLD_DB = np.array([
 
 def frame_band_levels(frame: Frame) -> np.ndarray:
     """The frame's Leq in the bands of BAND_INDICES, dB; a band it lacks reads -300 dB."""
+    return band_levels(frame.band_first_index, frame.bands_db)
+
+
+def band_levels(first_index: int, bands_db: np.ndarray) -> np.ndarray:
+    """Levels of bands from index ``first_index`` on, in the bands of BAND_INDICES, dB; a band
+    they lack reads -300 dB."""
     levels = np.full(BAND_INDICES.size, -300.0)
-    index = BAND_INDICES - frame.band_first_index
-    present = (index >= 0) & (index < len(frame.bands_db))
-    levels[present] = np.asarray(frame.bands_db, dtype=np.float64)[index[present]]
+    index = BAND_INDICES - first_index
+    present = (index >= 0) & (index < len(bands_db))
+    levels[present] = np.asarray(bands_db, dtype=np.float64)[index[present]]
     return levels
 
 
@@ -137,28 +146,42 @@ class Background:
     bands_db: np.ndarray
     seconds: int
     source: str
+    bands_from: str = "seconds"  # "seconds" (1 s spectra) or "sensor" (the sensor's L90s)
 
 
 class BackgroundTracker:
-    """Rolling window of 1 s levels of one device, for percentile background estimates."""
+    """Rolling window of 1 s levels of one device, and of the sensor's per-minute band L90s,
+    for percentile background estimates."""
 
     def __init__(self, settings: AudibilitySettings) -> None:
         self.settings = settings
-        self._quiet: deque[tuple[int, float, np.ndarray]] = deque()
-        self._all: deque[tuple[int, float, np.ndarray]] = deque()
+        # (capture ns, LAeq, band Leq or None: a second that carried no spectrum)
+        self._quiet: deque[tuple[int, float, np.ndarray | None]] = deque()
+        self._all: deque[tuple[int, float, np.ndarray | None]] = deque()
+        # the sensor's latest band L90s: (capture ns of the frame they came in, seconds, L90s)
+        self._minutes: deque[tuple[int, int, np.ndarray]] = deque()
 
-    def add_second(self, capture_ns: int, laeq_db: float, bands_db: np.ndarray,
+    def add_second(self, capture_ns: int, laeq_db: float, bands_db: np.ndarray | None,
                    bark_free: bool) -> None:
-        """Record one second's LAeq and band Leq."""
+        """Record one second's LAeq and band Leq (None: the second carried no spectrum)."""
         horizon = capture_ns - int(self.settings.background_window_s * 1e9)
         for store, keep in ((self._all, True), (self._quiet, bark_free)):
             if keep:
                 store.append((capture_ns, laeq_db, bands_db))
             while store and store[0][0] < horizon:
                 store.popleft()
+        while self._minutes and self._minutes[0][0] < horizon:
+            self._minutes.popleft()
+
+    def add_minute(self, received_ns: int, seconds: int, bands_db: np.ndarray) -> None:
+        """Record the sensor's band L90s over ``seconds`` quiet seconds, sent in the frame
+        captured at ``received_ns``; they expire with the window, as a second would."""
+        self._minutes.append((received_ns, seconds, bands_db))
+        while len(self._minutes) > 1:  # the latest describes the window: the others are done
+            self._minutes.popleft()
 
     def estimate(self) -> Background | None:
-        """The background now, or None before any second was seen."""
+        """The background now, or None before any second was seen (or any spectrum)."""
         store, source = self._quiet, "bark-free"
         if len(store) < self.settings.min_background_s:
             store, source = self._all, "all"
@@ -166,12 +189,22 @@ class BackgroundTracker:
             return None
         percentile = 100.0 - self.settings.background_percentile
         la = np.array([s[1] for s in store])
-        bands = np.stack([s[2] for s in store])
+        if self._minutes:
+            bands, bands_from = self._minutes[-1][2], "sensor"
+        else:
+            spectra = [s[2] for s in store if s[2] is not None]
+            if not spectra:
+                spectra = [s[2] for s in self._all if s[2] is not None]
+            if not spectra:
+                return None
+            bands = np.percentile(np.stack(spectra), percentile, axis=0)
+            bands_from = "seconds"
         return Background(
             la90_db=float(np.percentile(la, percentile)),
-            bands_db=np.percentile(bands, percentile, axis=0),
+            bands_db=bands,
             seconds=len(store),
             source=source,
+            bands_from=bands_from,
         )
 
 
@@ -282,9 +315,14 @@ class AudibilityAssessor:
         horizon = frame.capture_ns - int(self.settings.event_memory_s * 1e9)
         while self._recent and self._recent[0][0] < horizon:
             self._recent.popleft()
-        if len(frame.bands_db):  # a speech second (wire v3's gate) carries no spectrum
-            self.background.add_second(frame.capture_ns, frame.laeq_db, bands,
-                                       max_dog_score < self.settings.bark_free_score)
+        # a "levels" second (wire v4's gate) carries no spectrum, only its LAeq
+        self.background.add_second(frame.capture_ns, frame.laeq_db,
+                                   bands if len(frame.bands_db) else None,
+                                   max_dog_score < self.settings.bark_free_score)
+        if frame.background is not None:
+            minute = frame.background
+            self.background.add_minute(frame.capture_ns, minute.seconds,
+                                       band_levels(minute.first_index, minute.bands_db))
 
     def _event_bands(self, event: DogEvent) -> np.ndarray | None:
         """Band levels over the event's steps (see the module's point 1), or None when none of

@@ -1,4 +1,4 @@
-"""Per-device analysis of wire-v2 frames in capture order: fuse the scores, track events.
+"""Per-device analysis of frames in capture order: fuse the scores, track events.
 
 Pure logic: no sockets, no clock. Live analysis and offline analysis both feed frames here,
 so they give the same events for the same frames.
@@ -10,6 +10,11 @@ Per 20 ms step the score the event tracker reads is the fusion (:meth:`DogHead.f
   :func:`~analyzer.detect.head.step_head_scores` defines it. A sensor sends frame k with every
   patch completed by the end of second k + 1 (``sensor.wire``), which includes every patch
   that covers a step of frame k, so the head adds no delay beyond the smoothing.
+
+Which patch score (:func:`patch_scores_of`): a head that reads the sensor's fine-tuned network
+takes ``dg``; otherwise the score the sensor's dog head computed (``pd``, wire v4: the
+embeddings stay on the sensor). A frame that still holds YAMNet's embeddings (in memory:
+training, evaluation of another head) is scored by this pipeline's own head.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from analyzer.detect.classifier import CentredMean, cached_model
 from analyzer.detect.events import DogEvent, EventTracker
 from analyzer.detect.head import PATCH_S, DogHead, step_head_scores
 from analyzer.detect.settings import DetectorSettings
+from sensor.dog_head import head_version
 from sensor.wire import Frame
 
 log = logging.getLogger(__name__)
@@ -39,6 +45,15 @@ _NOT_CHECKPOINTED = ("device_id", "head", "settings")
 def cached_head(path: str = "") -> DogHead:
     """The dog head at ``path`` (empty: the bundled one, else untouched YAMNet), loaded once."""
     return DogHead.load(path or None)
+
+
+def patch_scores_of(head: DogHead, frame: Frame) -> np.ndarray:
+    """The dog score of each patch of ``frame`` that ``head`` fuses (module docstring)."""
+    if len(frame.embeddings) == len(frame.patch_head_scores):
+        return head.patch_scores(frame.embeddings, frame.class_scores, frame.patch_dog_scores)
+    if head.sensor_scores and frame.patch_dog_scores is not None:
+        return np.clip(frame.patch_dog_scores, 0.0, 1.0).astype(np.float32)
+    return np.asarray(frame.patch_head_scores, np.float32)
 
 
 @dataclass(frozen=True)
@@ -108,6 +123,11 @@ class DevicePipeline:
             self._hop_ns = round(frame.hop_s * 1e9)
             self._smoother = CentredMean(max(1, round(self.settings.smoothing_s / frame.hop_s)))
             self.tracker = EventTracker(self.device_id, self.settings, self.model_version)
+            sensor_head = head_version(frame.model_versions)
+            if self.head.layers and sensor_head not in (None, self.head.version):
+                log.warning("device %s: the sensor runs dog head %s, this analyzer's is %s; "
+                            "its patch scores are the sensor's", self.device_id, sensor_head,
+                            self.head.version)  # fmt: skip
         elif frame.model_versions != self._sensor_versions:
             log.warning("device %s: sensor networks changed from %s to %s", self.device_id,
                         self._sensor_versions, frame.model_versions)  # fmt: skip
@@ -124,9 +144,8 @@ class DevicePipeline:
         # 20 ms steps, so events keep dog_s's onsets and take levels at 0.5 s resolution.
         self._laeq = np.concatenate([self._laeq, frame.laeq_steps_db])
         self._laf = np.concatenate([self._laf, frame.laf_steps_db])
-        if len(frame.embeddings):
-            scores = self.head.patch_scores(frame.embeddings, frame.class_scores,
-                                            frame.patch_dog_scores)
+        if len(frame.patch_head_scores):
+            scores = patch_scores_of(self.head, frame)
             self._patch_starts_ns = np.concatenate([self._patch_starts_ns, frame.patch_starts_ns])
             self._patch_scores = np.concatenate([self._patch_scores, scores])
         start_ns = self._scores_ns

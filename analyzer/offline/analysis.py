@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import math
 import queue
 import tempfile
 import threading
@@ -52,6 +53,11 @@ Display only: it must not raise."""
 
 def _round(value: float, digits: int = 2) -> float:
     return round(float(value), digits)
+
+
+def _round_or_none(value: float, digits: int = 2) -> float | None:
+    """A level rounded, or None (JSON null) where the frame did not carry it (NaN)."""
+    return None if math.isnan(value) else round(float(value), digits)
 
 
 def measured_frames(source: FileSource, full_scale_db: float,
@@ -375,8 +381,8 @@ def _frame_row(frame: Frame, dog_score: float) -> dict[str, Any]:
     return {
         "t_s": _round(frame.capture_ns / 1e9, 3),
         "laeq_db": _round(frame.laeq_db),
-        "lceq_db": _round(frame.lceq_db),
-        "lzeq_db": _round(frame.lzeq_db),
+        "lceq_db": _round_or_none(frame.lceq_db),
+        "lzeq_db": _round_or_none(frame.lzeq_db),
         "lafmax_db": _round(frame.lafmax_db),
         "lafmin_db": _round(frame.lafmin_db),
         "lasmax_db": _round(frame.lasmax_db),

@@ -36,7 +36,7 @@ from analyzer.detect import DogEvent
 from analyzer.errors import AnalyzerError, InfluxRejected, InfluxUnavailable
 from analyzer.store.rollup import create_rollups
 from sensor.configfile import setting
-from sensor.wire import Frame
+from sensor.wire import GATE_DOG, Frame
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +100,6 @@ def level_point(frame: Frame, max_dog_score: float | None) -> Point:
         .tag("device", frame.device_id)
         .field("seq", int(frame.seq))
         .field("laeq_db", _finite("laeq_db", frame.laeq_db))
-        .field("lceq_db", _finite("lceq_db", frame.lceq_db))
-        .field("lzeq_db", _finite("lzeq_db", frame.lzeq_db))
         .field("lafmax_db", _finite("lafmax_db", frame.lafmax_db))
         .field("lafmin_db", _finite("lafmin_db", frame.lafmin_db))
         .field("lasmax_db", _finite("lasmax_db", frame.lasmax_db))
@@ -116,6 +114,9 @@ def level_point(frame: Frame, max_dog_score: float | None) -> Point:
         .field("clipped_samples", int(frame.clipped_samples))
         .time(frame.capture_ns, WritePrecision.NS)
     )
+    if frame.gate == GATE_DOG:  # a "levels" frame (wire v4) carries no LCeq or LZeq
+        point.field("lceq_db", _finite("lceq_db", frame.lceq_db))
+        point.field("lzeq_db", _finite("lzeq_db", frame.lzeq_db))
     if max_dog_score is not None:
         point.field("max_dog_score", _finite("max_dog_score", max_dog_score))
     if frame.clock_step_ns:  # the sensor's wall clock stepped (NTP) just before this frame
