@@ -37,6 +37,11 @@ from analyzer.ordinance import EvidenceChain
 from sensor.frames import frames_from_samples
 from sensor.wire import Frame
 
+try:
+    from analyzer.ingest.saved import LiveDevice as live_device
+except ImportError:  # the tree before issue 37 (format 2)
+    live_device = None  # type: ignore[assignment,misc]
+
 ROOT = Path(__file__).resolve().parents[1]
 START_NS = 1_780_351_200_000_000_000
 DEVICE = "bench-journal"
@@ -111,7 +116,7 @@ def report(args: argparse.Namespace, frames: list[Frame],
     print(f"journal bytes written per frame (write() calls): mean {grown.mean() / 1024:.2f} "
           f"KiB, p95 {np.percentile(grown, 95) / 1024:.2f} KiB; the file at the end "
           f"{size / 1024:.0f} KiB for {len(frames)} saves")
-    if not hasattr(journal_module, "LiveDevice"):
+    if live_device is None:
         return
     started = time.perf_counter()
     journal = DeviceJournal(path)
@@ -119,7 +124,7 @@ def report(args: argparse.Namespace, frames: list[Frame],
     replay_s = time.perf_counter() - started
     started = time.perf_counter()
     rewritten = journal.compact(
-        {DEVICE: journal_module.LiveDevice(reorder, 0, frames[-1].end_ns, analysis)})
+        {DEVICE: live_device(reorder, 0, frames[-1].end_ns, analysis)})
     print(f"replaying the file {replay_s * 1e3:.1f} ms; rewriting it as one full record "
           f"(compaction, at {journal_module.COMPACT_RATIO:.0f}x growth) "
           f"{rewritten / 1024:.0f} KiB in "
@@ -132,8 +137,8 @@ def save(journal: DeviceJournal, reorder: ReorderBuffer, frame: Frame,
     """The journal's save of one device after its frame was stored: format 3, one record of
     what changed, appended; format 2 (the tree before issue 37, for the comparison), the
     device's state pickled whole into one SQLite transaction."""
-    if hasattr(journal_module, "LiveDevice"):
-        journal.save({DEVICE: journal_module.LiveDevice(reorder, 0, frame.end_ns, analysis)},
+    if live_device is not None:
+        journal.save({DEVICE: live_device(reorder, 0, frame.end_ns, analysis)},
                      [(DEVICE, frame.seq, frame.capture_ns)])
     else:
         blob = journal_module.device_state_blob(reorder, 0, frame.end_ns, analysis)

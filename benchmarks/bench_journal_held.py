@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from analyzer.ingest.journal import DeviceJournal, LiveDevice
+from analyzer.ingest.journal import DeviceJournal
 from analyzer.ingest.ordering import ReorderBuffer
+from analyzer.ingest.saved import LiveDevice
 from sensor.frames import frames_from_samples
 
 

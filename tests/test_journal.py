@@ -25,15 +25,10 @@ from analyzer.deploy.services import Services
 from analyzer.detect import DetectorSettings, DevicePipeline
 from analyzer.ingest import Analyzer
 from analyzer.ingest.device import DeviceAnalysis
-from analyzer.ingest.journal import (
-    KEEP_STORED_S,
-    DeviceJournal,
-    JournalError,
-    LiveDevice,
-    UnsaveableState,
-)
+from analyzer.ingest.journal import DeviceJournal, JournalError, UnsaveableState
 from analyzer.ingest.journal_format import FORMAT, HEADER, StateEncoder, read_records, record
 from analyzer.ingest.ordering import ReorderBuffer
+from analyzer.ingest.saved import KEEP_STORED_S, LiveDevice
 from analyzer.ordinance import EvidenceChain
 from analyzer.store.influx import InfluxClient, InfluxSettings
 from sensor.config import MqttSettings

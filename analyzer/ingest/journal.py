@@ -28,12 +28,9 @@ checksum ends the replay there (:attr:`DeviceJournal.damage` names the file and 
 the state saved before it is restored, the damaged file is set aside and a new one written
 from that state (``analyzer.ingest.keeper``).
 
-Which state is saved is found, not listed: every attribute of the assessor and of the objects
-it owns (the background tracker) except ``CONFIGURATION``, which the installation record and
-the settings make; a list or deque attribute is a store, journalled by what it gained and lost
-at its ends, anything else a value, written when its bytes change. So an attribute added to
-them is journalled without a change here, and a restore refuses a state whose attributes are
-not the code's (tests/test_journal.py checks a stream restored at every frame).
+Which state is saved is found, not listed (:mod:`analyzer.ingest.saved`): a list or deque
+attribute of the assessor is a store, journalled by what it gained and lost at its ends,
+anything else a value, written when its bytes change.
 
 A saved detection state is used only with the detector settings, dog head and installation
 record it was made with (``context``); otherwise the device starts afresh, as before.
@@ -42,8 +39,6 @@ record it was made with (``context``); otherwise the device starts afresh, as be
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import hashlib
 import logging
 import os
 from collections import deque
@@ -58,7 +53,6 @@ import msgpack
 from analyzer.files import set_sqlite_file_aside
 from analyzer.ingest.device import DeviceAnalysis
 from analyzer.ingest.journal_format import (
-    FORMAT,
     HEADER,
     DamagedRecord,
     JournalFormatError,
@@ -69,25 +63,23 @@ from analyzer.ingest.journal_format import (
     record,
     unpack,
 )
-from analyzer.ingest.ordering import ReorderBuffer
-from sensor.wire import Frame
+from analyzer.ingest.saved import (
+    Held,
+    LiveDevice,
+    Replayed,
+    SavedDevice,
+    detection_context,
+    detection_parts,
+    is_store,
+    keep_recent,
+)
 
 log = logging.getLogger(__name__)
 
-# Keys of frames stored this recently (capture time) are kept, so that copies redelivered after
-# a restart are known as duplicates: the broker redelivers what was not acknowledged, and the
-# sensor re-sends the frames acknowledged in its last 60 s after a broker restart
-# (sensor/publisher.py RESEND_WINDOW_S).
-KEEP_STORED_S = 600
-NS = 1_000_000_000
 COMPACT_MIN_BYTES = 64 * 1024 * 1024
 COMPACT_RATIO = 2.0  # rewritten when the file is this many times the last full rewrite
 SET_ASIDE_LABEL = "damaged"  # journal.sqlite.damaged-20261202T142600Z
-# Attributes of the assessor and its parts that are configuration, not state: made from the
-# installation record and the audibility settings, which the context digest pins.
-CONFIGURATION = frozenset({"site", "settings", "propagator", "vocal"})
-_PIPELINE, _ASSESSOR = "pipeline.", "assessor."
-Held = tuple[int, int]  # (seq, capture ns)
+_IMMUTABLE = (str, int, float, bool, bytes, type(None))
 
 
 class JournalError(Exception):
@@ -105,109 +97,6 @@ def set_aside(path: Path, now: datetime | None = None) -> Path:
     return set_sqlite_file_aside(path, SET_ASIDE_LABEL, now)
 
 
-def detection_context(analysis: DeviceAnalysis) -> str:
-    """What a saved detection state was made with: detector settings, dog head, audibility
-    settings and installation record. A state is restored only into the same context."""
-    pipeline, assessor = analysis.pipeline, analysis.assessor
-    parts = (FORMAT, repr(pipeline.settings), pipeline.head.version,
-             repr(assessor.settings) if assessor is not None else "",
-             repr(assessor.site) if assessor is not None else "")
-    return hashlib.sha256(repr(parts).encode()).hexdigest()
-
-
-def detection_parts(analysis: DeviceAnalysis) -> dict[str, Any]:
-    """The detection state of ``analysis`` by path: ``pipeline.NAME`` for each part of the
-    pipeline's checkpoint, ``assessor.NAME`` (``assessor.background.NAME``, ...) for each
-    attribute of the assessor and the objects of this project it owns, but ``CONFIGURATION``.
-    The values are the live objects (not copies)."""
-    parts = {_PIPELINE + k: v for k, v in analysis.pipeline.checkpoint().items()}
-    if analysis.assessor is not None:
-        _walk(analysis.assessor, _ASSESSOR, parts)
-    return parts
-
-
-def _walk(holder: object, prefix: str, parts: dict[str, Any]) -> None:
-    for name, value in vars(holder).items():
-        if name in CONFIGURATION:
-            continue
-        if type(value).__module__.startswith("analyzer.") and hasattr(value, "__dict__") \
-                and not dataclasses.is_dataclass(value):
-            _walk(value, f"{prefix}{name}.", parts)  # an object it owns: its state too
-        else:
-            parts[prefix + name] = value
-
-
-def _is_store(value: object) -> bool:
-    return type(value) in (deque, list)
-
-
-@dataclass
-class SavedDevice:
-    """One device's state as a restarted analyzer finds it."""
-
-    device: str
-    reorder: ReorderBuffer
-    implausible: int
-    fed_end_ns: int | None  # end of the last frame the pipeline took (None: none yet)
-    context: str  # detection_context of the saved detection state ("" when none)
-    pipeline: dict[str, Any] | None  # DevicePipeline.checkpoint(), None: no detection state
-    assessor: dict[str, Any] | None  # path below the assessor -> value (stores as lists)
-    stored: list[tuple[int, int]] = field(default_factory=list)  # (seq, capture ns)
-    held: list[Frame] = field(default_factory=list)  # frames waiting for a predecessor
-    refusal: str = ""  # why restore_into refused the state, for the log
-
-    @property
-    def parts(self) -> dict[str, Any]:
-        """The saved detection state by path, as :func:`detection_parts` gives it."""
-        parts = {_PIPELINE + k: v for k, v in (self.pipeline or {}).items()}
-        parts.update({_ASSESSOR + k: v for k, v in (self.assessor or {}).items()})
-        return parts
-
-    def restore_into(self, analysis: DeviceAnalysis) -> bool:
-        """Put the saved detection state into ``analysis`` (freshly made and primed) if it was
-        made in the same context and has exactly the parts this code keeps; False (nothing
-        changed, ``refusal`` says why) if not."""
-        if self.pipeline is None:
-            self.refusal = "no detection state was saved"
-            return False
-        if self.context != detection_context(analysis):
-            self.refusal = ("its saved detection state was made with other detector settings, "
-                            "dog head or installation record")
-            return False
-        saved, wanted = self.parts, detection_parts(analysis)
-        if saved.keys() != wanted.keys():
-            self.refusal = (f"its saved detection state has part(s) "
-                            f"{sorted(saved.keys() - wanted.keys())} this version does not "
-                            f"keep and lacks {sorted(wanted.keys() - saved.keys())}")
-            return False
-        analysis.pipeline.restore({k[len(_PIPELINE):]: v for k, v in saved.items()
-                                   if k.startswith(_PIPELINE)})
-        for path, value in saved.items():
-            if path.startswith(_ASSESSOR):
-                *owners, name = path[len(_ASSESSOR):].split(".")
-                holder: Any = analysis.assessor
-                for owner in owners:
-                    holder = getattr(holder, owner)
-                current = getattr(holder, name)
-                if _is_store(current):  # kept as made (a deque's maxlen, say)
-                    current.clear()
-                    current.extend(value)
-                else:
-                    setattr(holder, name, value)
-        return True
-
-
-@dataclass
-class LiveDevice:
-    """What the journal saves of one device: the service's per-device state, by reference."""
-
-    reorder: ReorderBuffer
-    implausible: int
-    fed_end_ns: int | None
-    analysis: DeviceAnalysis | None
-    pending: SavedDevice | None = None  # restored from the journal, not yet put into analysis
-
-
 @dataclass
 class _Written:
     """What the journal holds of one device, as its writer knows it (to write what changed)."""
@@ -218,18 +107,7 @@ class _Written:
     has_detection: bool = False
     mirrors: dict[str, deque[Any]] = field(default_factory=dict)  # stores: entries held
     values: dict[str, bytes] = field(default_factory=dict)  # values: bytes last written
-
-
-def _keep_recent(stored: deque[tuple[int, int]], keys: Iterable[tuple[int, int]]) -> None:
-    """Add stored frames' keys; drop those more than ``KEEP_STORED_S`` older than the newest
-    from the old end."""
-    newest = stored[-1][1] if stored else None
-    for key in keys:
-        stored.append(key)
-        newest = key[1] if newest is None else max(newest, key[1])
-    if newest is not None:
-        while stored and stored[0][1] < newest - KEEP_STORED_S * NS:
-            stored.popleft()
+    same: dict[str, Any] = field(default_factory=dict)  # immutable values as last written
 
 
 def _store_change(mirror: deque[Any], current: deque[Any] | list[Any]
@@ -262,7 +140,7 @@ class DeviceJournal:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.damage: str | None = None  # the damaged record that ended the replay, if any
-        self._replayed: dict[str, _Replayed] = {}
+        self._replayed: dict[str, Replayed] = {}
         self._written: dict[str, _Written] = {}
         self._encoder = StateEncoder()
         self._fd: int | None = None
@@ -325,17 +203,17 @@ class DeviceJournal:
                 if change is None:
                     self._replayed.pop(device, None)
                 else:
-                    self._replayed.setdefault(device, _Replayed(device)).apply(change)
+                    self._replayed.setdefault(device, Replayed(device)).apply(change)
             by_device: dict[str, list[tuple[int, int]]] = {}
             for device, seq, capture_ns in rec["s"]:
                 by_device.setdefault(device, []).append((seq, capture_ns))
             for device, keys in by_device.items():
                 if device in self._replayed:
-                    _keep_recent(self._replayed[device].stored, keys)
+                    keep_recent(self._replayed[device].stored, keys)
         elif kind == "device":  # one device's full state, as a rewrite writes it
-            replayed = self._replayed[rec["device"]] = _Replayed(rec["device"])
+            replayed = self._replayed[rec["device"]] = Replayed(rec["device"])
             replayed.apply(rec["c"])
-            _keep_recent(replayed.stored, [(s, t) for s, t in rec["s"]])
+            keep_recent(replayed.stored, [(s, t) for s, t in rec["s"]])
         else:
             raise ValueError(f"unknown record kind {kind!r}")
 
@@ -390,8 +268,8 @@ class DeviceJournal:
             return
         written.detection = analysis
         written.mirrors = {path: deque(value) for path, value in
-                           detection_parts(analysis).items() if _is_store(value)}
-        written.values = {}
+                           detection_parts(analysis).items() if is_store(path, value)}
+        written.values, written.same = {}, {}
 
     def save(self, devices: Mapping[str, LiveDevice | None],
              stored: Iterable[tuple[str, int, int]]) -> int:
@@ -418,7 +296,7 @@ class DeviceJournal:
                                list(changes))
         for device, seq, capture_ns in keys:
             if device in self._written:
-                _keep_recent(self._written[device].stored, [(seq, capture_ns)])
+                keep_recent(self._written[device].stored, [(seq, capture_ns)])
         if unsaveable:
             raise UnsaveableState(f"analyzer journal {self.path}: the state of "
                                f"{'; '.join(unsaveable)} cannot be saved; a restart starts "
@@ -487,9 +365,9 @@ class DeviceJournal:
         whole = written.detection is not analysis
         if whole:
             written.detection, written.mirrors, written.values = analysis, {}, {}
-            written.has_detection = True
+            written.same, written.has_detection = {}, True
         for path, value in parts.items():
-            if _is_store(value):
+            if is_store(path, value):
                 mirror = written.mirrors.get(path)
                 diff = None if mirror is None else _store_change(mirror, value)
                 if diff is None:
@@ -497,11 +375,15 @@ class DeviceJournal:
                     out[path] = ["s", pack(rows(list(value)))]
                 elif diff[0] or diff[1]:
                     out[path] = ["d", diff[0], pack(rows(diff[1]))]
-            else:
+            elif value is not written.same.get(path):
                 data = pack(value)
                 if written.values.get(path) != data:
                     written.values[path] = data
                     out[path] = ["v", data]
+                if type(value) in _IMMUTABLE:  # the same object next time: the same bytes
+                    written.same[path] = value
+                else:
+                    written.same.pop(path, None)
         change: dict[str, Any] = {"p": out}
         if whole:
             change["ctx"], change["full"] = detection_context(analysis), True
@@ -511,7 +393,7 @@ class DeviceJournal:
         if saved.pipeline is None:
             return None
         pack, rows = self._encoder.pack, self._encoder.encode_rows
-        out = {path: (["s", pack(rows(list(v)))] if _is_store(v) else ["v", pack(v)])
+        out = {path: (["s", pack(rows(list(v)))] if is_store(path, v) else ["v", pack(v)])
                for path, v in saved.parts.items()}
         return {"p": out, "ctx": saved.context, "full": True}
 
@@ -556,88 +438,3 @@ class DeviceJournal:
         self._size = self._base = size
         self.damage = None
         return size
-
-
-@dataclass
-class _Replayed:
-    """One device's state while the records are replayed (decoded as far as needed)."""
-
-    device: str
-    reorder: dict[str, Any] = field(default_factory=dict)
-    implausible: int = 0
-    fed_end_ns: int | None = None
-    held: dict[Held, bytes] = field(default_factory=dict)
-    stored: deque[tuple[int, int]] = field(default_factory=deque)
-    context: str = ""
-    parts: dict[str, Any] | None = None  # None: no detection state
-    broken: str = ""  # why the detection state cannot be replayed (it is dropped)
-
-    def apply(self, change: dict[str, Any]) -> None:
-        self.reorder = unpack(change["r"])
-        self.implausible, self.fed_end_ns = int(change["i"]), change["f"]
-        if change.get("full"):
-            self.held = {}
-        for seq, capture_ns, data in change.get("hold", []):
-            # Decoded when loaded: a frame this code cannot read loses only its score.
-            self.held[(seq, capture_ns)] = data
-        for seq, capture_ns in change.get("release", []):
-            self.held.pop((seq, capture_ns), None)
-        if "det" not in change:
-            return
-        detection = change["det"]
-        if detection is None:
-            self.parts, self.context, self.broken = None, "", ""
-            return
-        if detection.get("full"):
-            self.parts, self.context, self.broken = {}, detection["ctx"], ""
-        if self.broken or self.parts is None:
-            return
-        try:
-            for path, (kind, *data) in detection["p"].items():
-                if kind == "v":
-                    self.parts[path] = unpack(data[0])
-                elif kind == "s":
-                    self.parts[path] = deque(unpack(data[0]))
-                elif kind == "d":
-                    store = self.parts[path]
-                    dropped, added = data[0], unpack(data[1])
-                    if dropped > len(store):
-                        raise ValueError(f"{path} drops {dropped} of {len(store)} entries")
-                    for _ in range(dropped):
-                        store.popleft()
-                    store.extend(added)
-                else:
-                    raise ValueError(f"unknown kind of part {kind!r}")
-        except (StateFormatError, ValueError, KeyError, TypeError) as exc:
-            self.parts, self.broken = None, f"{type(exc).__name__}: {exc}"
-
-    def saved(self, problems: list[str]) -> SavedDevice:
-        fresh = ReorderBuffer(int(self.reorder["window"]), float(self.reorder["max_wait_s"]))
-        expected = {k for k in vars(fresh) if k != "_waiting"}
-        if set(self.reorder) != expected:
-            raise StateFormatError(f"its reorder buffer was saved with {sorted(self.reorder)}, "
-                                   f"this version keeps {sorted(expected)}")
-        vars(fresh).update(self.reorder)
-        held = []
-        for key, data in sorted(self.held.items()):
-            try:
-                frame = unpack(data)
-                if not isinstance(frame, Frame):
-                    raise StateFormatError(f"a {type(frame).__name__}, not a frame")
-                held.append(frame)
-            except (StateFormatError, ValueError, TypeError) as exc:
-                # That frame is not restored; it is stored already (unscored).
-                log.error("analyzer journal: held frame %s of %s is unreadable (%s: %s)", key,
-                          self.device, type(exc).__name__, exc)
-        if self.broken:
-            problems.append(f"{self.device}: its detection state cannot be read "
-                            f"({self.broken}); detection starts afresh")
-        pipeline = assessor = None
-        if self.parts is not None and not self.broken:
-            pipeline = {k[len(_PIPELINE):]: v for k, v in self.parts.items()
-                        if k.startswith(_PIPELINE)}
-            assessor = {k[len(_ASSESSOR):]: (list(v) if type(v) is deque else v)
-                        for k, v in self.parts.items() if k.startswith(_ASSESSOR)}
-        return SavedDevice(self.device, fresh, self.implausible, self.fed_end_ns,
-                           self.context if pipeline is not None else "", pipeline, assessor,
-                           list(self.stored), held)

@@ -18,14 +18,8 @@ from pathlib import Path
 
 from analyzer.config import AnalyzerConfig
 from analyzer.ingest.device import DeviceAnalysis
-from analyzer.ingest.journal import (
-    DeviceJournal,
-    JournalError,
-    LiveDevice,
-    SavedDevice,
-    UnsaveableState,
-    set_aside,
-)
+from analyzer.ingest.journal import DeviceJournal, JournalError, UnsaveableState, set_aside
+from analyzer.ingest.saved import LiveDevice, SavedDevice
 from analyzer.ingest.state import AnalyzerCounters, DeviceState, Key, StoredFrames
 
 log = logging.getLogger(__name__)

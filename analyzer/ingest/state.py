@@ -14,7 +14,7 @@ from analyzer.ingest.device import DeviceAnalysis
 from analyzer.ingest.ordering import ReorderBuffer
 
 if TYPE_CHECKING:
-    from analyzer.ingest.journal import SavedDevice
+    from analyzer.ingest.saved import SavedDevice
 
 
 @dataclass

@@ -1,0 +1,243 @@
+"""A device's analysis state as the journal (:mod:`analyzer.ingest.journal`) saves it, and
+as a restarted analyzer gets it back.
+
+Which state is saved is found, not listed (:func:`detection_parts`): the parts of the
+pipeline's checkpoint, and every attribute of the audibility assessor and of the objects it
+owns (the background tracker) except ``CONFIGURATION``, which the installation record and the
+settings make. An attribute added to them is saved without a change here, and
+:meth:`SavedDevice.restore_into` refuses a state whose parts are not the running code's
+(tests/test_journal.py restores a stream at every frame and compares every attribute).
+:class:`Replayed` builds a device's state from the journal's records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from analyzer.ingest.device import DeviceAnalysis
+from analyzer.ingest.journal_format import FORMAT, StateFormatError, unpack
+from analyzer.ingest.ordering import ReorderBuffer
+from sensor.wire import Frame
+
+log = logging.getLogger(__name__)
+
+# Keys of frames stored this recently (capture time) are kept, so that copies redelivered after
+# a restart are known as duplicates: the broker redelivers what was not acknowledged, and the
+# sensor re-sends the frames acknowledged in its last 60 s after a broker restart
+# (sensor/publisher.py RESEND_WINDOW_S).
+KEEP_STORED_S = 600
+NS = 1_000_000_000
+# Attributes of the assessor and its parts that are configuration, not state: made from the
+# installation record and the audibility settings, which the context digest pins.
+CONFIGURATION = frozenset({"site", "settings", "propagator", "vocal"})
+PIPELINE, ASSESSOR = "pipeline.", "assessor."
+Held = tuple[int, int]  # (seq, capture ns)
+
+
+def detection_context(analysis: DeviceAnalysis) -> str:
+    """What a saved detection state was made with: detector settings, dog head, audibility
+    settings and installation record. A state is restored only into the same context."""
+    pipeline, assessor = analysis.pipeline, analysis.assessor
+    parts = (FORMAT, repr(pipeline.settings), pipeline.head.version,
+             repr(assessor.settings) if assessor is not None else "",
+             repr(assessor.site) if assessor is not None else "")
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def detection_parts(analysis: DeviceAnalysis) -> dict[str, Any]:
+    """The detection state of ``analysis`` by path: ``pipeline.NAME`` for each part of the
+    pipeline's checkpoint, ``assessor.NAME`` (``assessor.background.NAME``, ...) for each
+    attribute of the assessor and the objects of this project it owns, but ``CONFIGURATION``.
+    The values are the live objects (not copies)."""
+    parts = {PIPELINE + k: v for k, v in analysis.pipeline.checkpoint().items()}
+    if analysis.assessor is not None:
+        _walk(analysis.assessor, ASSESSOR, parts)
+    return parts
+
+
+def _walk(holder: object, prefix: str, parts: dict[str, Any]) -> None:
+    for name, value in vars(holder).items():
+        if name in CONFIGURATION:
+            continue
+        if type(value).__module__.startswith("analyzer.") and hasattr(value, "__dict__") \
+                and not dataclasses.is_dataclass(value):
+            _walk(value, f"{prefix}{name}.", parts)  # an object it owns: its state too
+        else:
+            parts[prefix + name] = value
+
+
+def is_store(path: str, value: object) -> bool:
+    """Whether the part at ``path`` is a store: a list or deque of the assessor's, appended
+    at its new end and dropped from its old end, its entries never changed in place (the
+    pipeline's parts are small: written whole when they change)."""
+    return path.startswith(ASSESSOR) and type(value) in (deque, list)
+
+
+@dataclass
+class SavedDevice:
+    """One device's state as a restarted analyzer finds it."""
+
+    device: str
+    reorder: ReorderBuffer
+    implausible: int
+    fed_end_ns: int | None  # end of the last frame the pipeline took (None: none yet)
+    context: str  # detection_context of the saved detection state ("" when none)
+    pipeline: dict[str, Any] | None  # DevicePipeline.checkpoint(), None: no detection state
+    assessor: dict[str, Any] | None  # path below the assessor -> value (stores as lists)
+    stored: list[tuple[int, int]] = field(default_factory=list)  # (seq, capture ns)
+    held: list[Frame] = field(default_factory=list)  # frames waiting for a predecessor
+    refusal: str = ""  # why restore_into refused the state, for the log
+
+    @property
+    def parts(self) -> dict[str, Any]:
+        """The saved detection state by path, as :func:`detection_parts` gives it."""
+        parts = {PIPELINE + k: v for k, v in (self.pipeline or {}).items()}
+        parts.update({ASSESSOR + k: v for k, v in (self.assessor or {}).items()})
+        return parts
+
+    def restore_into(self, analysis: DeviceAnalysis) -> bool:
+        """Put the saved detection state into ``analysis`` (freshly made and primed) if it was
+        made in the same context and has exactly the parts this code keeps; False (nothing
+        changed, ``refusal`` says why) if not."""
+        if self.pipeline is None:
+            self.refusal = "no detection state was saved"
+            return False
+        if self.context != detection_context(analysis):
+            self.refusal = ("its saved detection state was made with other detector settings, "
+                            "dog head or installation record")
+            return False
+        saved, wanted = self.parts, detection_parts(analysis)
+        if saved.keys() != wanted.keys():
+            self.refusal = (f"its saved detection state has part(s) "
+                            f"{sorted(saved.keys() - wanted.keys())} this version does not "
+                            f"keep and lacks {sorted(wanted.keys() - saved.keys())}")
+            return False
+        analysis.pipeline.restore({k[len(PIPELINE):]: v for k, v in saved.items()
+                                   if k.startswith(PIPELINE)})
+        for path, value in saved.items():
+            if path.startswith(ASSESSOR):
+                *owners, name = path[len(ASSESSOR):].split(".")
+                holder: Any = analysis.assessor
+                for owner in owners:
+                    holder = getattr(holder, owner)
+                current = getattr(holder, name)
+                if is_store(path, current):  # kept as made (a deque's maxlen, say)
+                    current.clear()
+                    current.extend(value)
+                else:
+                    setattr(holder, name, value)
+        return True
+
+
+@dataclass
+class LiveDevice:
+    """What the journal saves of one device: the service's per-device state, by reference."""
+
+    reorder: ReorderBuffer
+    implausible: int
+    fed_end_ns: int | None
+    analysis: DeviceAnalysis | None
+    pending: SavedDevice | None = None  # restored from the journal, not yet put into analysis
+
+
+def keep_recent(stored: deque[tuple[int, int]], keys: Iterable[tuple[int, int]]) -> None:
+    """Add stored frames' keys; drop those more than ``KEEP_STORED_S`` older than the newest
+    from the old end."""
+    newest = stored[-1][1] if stored else None
+    for key in keys:
+        stored.append(key)
+        newest = key[1] if newest is None else max(newest, key[1])
+    if newest is not None:
+        while stored and stored[0][1] < newest - KEEP_STORED_S * NS:
+            stored.popleft()
+
+
+@dataclass
+class Replayed:
+    """One device's state while the records are replayed (decoded as far as needed)."""
+
+    device: str
+    reorder: dict[str, Any] = field(default_factory=dict)
+    implausible: int = 0
+    fed_end_ns: int | None = None
+    held: dict[Held, bytes] = field(default_factory=dict)
+    stored: deque[tuple[int, int]] = field(default_factory=deque)
+    context: str = ""
+    parts: dict[str, Any] | None = None  # None: no detection state
+    broken: str = ""  # why the detection state cannot be replayed (it is dropped)
+
+    def apply(self, change: dict[str, Any]) -> None:
+        self.reorder = unpack(change["r"])
+        self.implausible, self.fed_end_ns = int(change["i"]), change["f"]
+        if change.get("full"):
+            self.held = {}
+        for seq, capture_ns, data in change.get("hold", []):
+            # Decoded when loaded: a frame this code cannot read loses only its score.
+            self.held[(seq, capture_ns)] = data
+        for seq, capture_ns in change.get("release", []):
+            self.held.pop((seq, capture_ns), None)
+        if "det" not in change:
+            return
+        detection = change["det"]
+        if detection is None:
+            self.parts, self.context, self.broken = None, "", ""
+            return
+        if detection.get("full"):
+            self.parts, self.context, self.broken = {}, detection["ctx"], ""
+        if self.broken or self.parts is None:
+            return
+        try:
+            for path, (kind, *data) in detection["p"].items():
+                if kind == "v":
+                    self.parts[path] = unpack(data[0])
+                elif kind == "s":
+                    self.parts[path] = deque(unpack(data[0]))
+                elif kind == "d":
+                    store = self.parts[path]
+                    dropped, added = data[0], unpack(data[1])
+                    if dropped > len(store):
+                        raise ValueError(f"{path} drops {dropped} of {len(store)} entries")
+                    for _ in range(dropped):
+                        store.popleft()
+                    store.extend(added)
+                else:
+                    raise ValueError(f"unknown kind of part {kind!r}")
+        except (StateFormatError, ValueError, KeyError, TypeError) as exc:
+            self.parts, self.broken = None, f"{type(exc).__name__}: {exc}"
+
+    def saved(self, problems: list[str]) -> SavedDevice:
+        fresh = ReorderBuffer(int(self.reorder["window"]), float(self.reorder["max_wait_s"]))
+        expected = {k for k in vars(fresh) if k != "_waiting"}
+        if set(self.reorder) != expected:
+            raise StateFormatError(f"its reorder buffer was saved with {sorted(self.reorder)}, "
+                                   f"this version keeps {sorted(expected)}")
+        vars(fresh).update(self.reorder)
+        held = []
+        for key, data in sorted(self.held.items()):
+            try:
+                frame = unpack(data)
+                if not isinstance(frame, Frame):
+                    raise StateFormatError(f"a {type(frame).__name__}, not a frame")
+                held.append(frame)
+            except (StateFormatError, ValueError, TypeError) as exc:
+                # That frame is not restored; it is stored already (unscored).
+                log.error("analyzer journal: held frame %s of %s is unreadable (%s: %s)", key,
+                          self.device, type(exc).__name__, exc)
+        if self.broken:
+            problems.append(f"{self.device}: its detection state cannot be read "
+                            f"({self.broken}); detection starts afresh")
+        pipeline = assessor = None
+        if self.parts is not None and not self.broken:
+            pipeline = {k[len(PIPELINE):]: v for k, v in self.parts.items()
+                        if k.startswith(PIPELINE)}
+            assessor = {k[len(ASSESSOR):]: (list(v) if type(v) is deque else v)
+                        for k, v in self.parts.items() if k.startswith(ASSESSOR)}
+        return SavedDevice(self.device, fresh, self.implausible, self.fed_end_ns,
+                           self.context if pipeline is not None else "", pipeline, assessor,
+                           list(self.stored), held)
