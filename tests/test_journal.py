@@ -24,6 +24,7 @@ from analyzer.config import AnalyzerConfig
 from analyzer.deploy.services import Services
 from analyzer.detect import DetectorSettings, DevicePipeline
 from analyzer.ingest import Analyzer
+from analyzer.ingest import journal as journal_module
 from analyzer.ingest.device import DeviceAnalysis
 from analyzer.ingest.journal import DeviceJournal, JournalError, UnsaveableState
 from analyzer.ingest.journal_format import FORMAT, HEADER, StateEncoder, read_records, record
@@ -568,3 +569,22 @@ def test_a_journal_damaged_part_way_resumes_the_last_good_state_and_storage_goes
     assert problems == [] and saved.device == "j-cut"
     keys = [seq for seq, _ in saved.stored]
     assert keys[0] == 0 and keys[-2:] == [3, 4]
+
+
+def test_a_grown_journal_is_rewritten_by_the_running_analyzer_and_resumes_the_same(
+    services: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(journal_module, "COMPACT_MIN_BYTES", 0)  # rewrite at every doubling
+    path = tmp_path / "journal.sqlite"
+    config = _config(services, path)
+    payloads = _payloads("j-grow", 8)
+    for payload in payloads[:6]:  # one save each: the file doubles, is rewritten
+        publish_through_analyzer(config, frame_topic("j-grow"), [payload], stored=1)
+    assert len(_record_sizes(path)) < 6
+    restarted = publish_through_analyzer(config, frame_topic("j-grow"),
+                                         [payloads[5], payloads[6]], stored=1)
+    assert restarted.counters.devices_resumed == 1
+    assert restarted.counters.duplicates == 1  # frame 5's key survived the rewrites
+    assert restarted.counters.journal_errors == 0
+    (saved,), _ = DeviceJournal(path).load()
+    assert [seq for seq, _ in saved.stored] == list(range(7))

@@ -425,6 +425,11 @@ class DeviceJournal:
             os.close(fd)
             fd = None
             os.replace(aside, self.path)
+            directory = os.open(self.path.parent, os.O_RDONLY)
+            try:  # the rename itself survives a power cut: appends go to the new file
+                os.fsync(directory)
+            finally:
+                os.close(directory)
             self._close_quietly()
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         except (OSError, StateFormatError) as exc:
