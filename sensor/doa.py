@@ -6,8 +6,8 @@ Brandstein, "Robust localization in reverberant rooms", in *Microphone Arrays*, 
 is the sum over capsule pairs of the generalised cross-correlation with the phase transform
 (GCC-PHAT; Knapp and Carter, IEEE Trans. ASSP 24(4), 1976), each pair's evaluated at the
 time difference that a plane wave from the candidate direction would give. It is evaluated
-here in the frequency domain, at the exact (fractional) delays, on a grid of azimuths in the
-board's plane: the same quantity as pyroomacoustics' ``SRP`` (tests/test_doa.py compares the
+here in the frequency domain, at the exact (fractional) delays, on a 2-degree grid of azimuths
+in the board's plane: the same quantity as pyroomacoustics' ``SRP`` (tests/test_doa.py compares the
 two), written over numpy because pyroomacoustics publishes no wheel for the Raspberry Pi's
 aarch64 and would have to be compiled on every sensor.
 
@@ -29,8 +29,10 @@ What is returned (:class:`Bearing`):
 - ``spread_deg``: the circular standard deviation of the bearings of the stretch's sub-blocks
   (``block_s`` each), weighted by their band power: barks from one dog agree; a field with
   no direction scatters;
-- ``uncertainty_deg``: a half-width around the bearing, twice the spread's standard error
-  (``2 spread / sqrt(sub-blocks)``), never below ``min_uncertainty_deg``;
+- ``uncertainty_deg``: a half-width around the bearing: the spread itself, never below
+  ``min_uncertainty_deg``. Not the spread's standard error: an echo biases every sub-block
+  alike, and attribution must err in the owner's favour (docs/BEARING.md gives how often
+  the error fell inside it);
 - no bearing (``bearing_deg`` None, with ``reason``) for a single capsule, a stretch too short
   or too quiet for two sub-blocks, a low sharpness or a large spread.
 
@@ -68,7 +70,7 @@ class DoaOptions:
     frame_s: float = 0.02  # STFT frame (rounded to a power of two samples), no overlap
     onset_ratio: float = 1.5  # a frame counts by how far its power rises over this x the last
     block_s: float = 0.06  # sub-block for the spread across the stretch
-    grid_step_deg: float = 1.0
+    grid_step_deg: float = 2.0  # the peak is refined by a parabola through its neighbours
     speed_of_sound_m_s: float = SPEED_OF_SOUND_M_S
     # Below this sharpness no direction dominates: independent noise on each capsule gives
     # 0.01-0.02; one plane wave 0.85-0.95; a bark with a facade 4 m behind the array 0.3-0.5.
@@ -260,5 +262,5 @@ def estimate_bearing(audio: np.ndarray, plan: DoaPlan) -> Bearing:
         return Bearing(None, None, sharpness, spread, n, DIFFUSE)
     if spread > options.max_spread_deg:
         return Bearing(None, None, sharpness, spread, n, SCATTERED)
-    uncertainty = max(options.min_uncertainty_deg, 2.0 * spread / math.sqrt(n))
+    uncertainty = max(options.min_uncertainty_deg, spread)
     return Bearing(plan.array.compass_bearing(azimuth), uncertainty, sharpness, spread, n)

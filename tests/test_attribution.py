@@ -16,6 +16,7 @@ from analyzer.acoustics.attribution import (
     attribute,
     classify_bearing,
     count_origins,
+    event_bearing,
 )
 from sensor.configfile import build
 from sensor.errors import ConfigError
@@ -143,3 +144,22 @@ def test_a_bad_sector_made_in_code_is_refused():
         PremisesSector(0.0, 190.0)
     with pytest.raises(ConfigError, match="sector.bearing_deg"):
         PremisesSector(float("nan"), 10.0)
+
+
+def test_an_events_bearing_is_the_circular_mean_of_its_stretches():
+    bearing, uncertainty = event_bearing([(358.0, 3.0), (2.0, 3.0), (None, None)])
+    assert abs(angle_offset_deg(bearing, 0.0)) < 1e-9
+    assert uncertainty == pytest.approx(3.0)  # the median: the two agree within it
+
+
+def test_stretches_that_disagree_widen_the_events_uncertainty():
+    bearing, uncertainty = event_bearing([(80.0, 2.0), (100.0, 2.0)])
+    assert bearing == pytest.approx(90.0)
+    assert 9.0 < uncertainty < 11.0  # their circular spread, about 10 degrees
+
+
+def test_an_event_without_any_stretch_bearing_has_none():
+    assert event_bearing([(None, None), (None, 4.0)]) == (None, None)
+    assert event_bearing([]) == (None, None)
+    assert event_bearing([(0.0, 2.0), (180.0, 2.0)]) == (None, None)
+    assert event_bearing([(10.0, None)]) == (10.0, ASSUMED_UNCERTAINTY_DEG)

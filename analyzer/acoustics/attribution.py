@@ -137,6 +137,35 @@ def classify_bearing(sector: PremisesSector, bearing_deg: float | None,
     return NO_BEARING
 
 
+def event_bearing(bearings: Iterable[tuple[float | None, float | None]]
+                  ) -> tuple[float | None, float | None]:
+    """One event's bearing and uncertainty from its dog stretches' (the wire's per-frame
+    ``(bearing_deg, uncertainty_deg)``; None where a stretch had none).
+
+    The bearing is the circular mean of the stretches' bearings; the uncertainty the larger
+    of their median uncertainty and their circular standard deviation about that mean, so
+    that stretches that disagree widen the interval (in the owner's favour). No stretch with
+    a bearing: no bearing. A stretch without an uncertainty gets
+    :data:`ASSUMED_UNCERTAINTY_DEG`.
+    """
+    found = [(b, ASSUMED_UNCERTAINTY_DEG if u is None else u) for b, u in bearings
+             if b is not None and math.isfinite(b) and (u is None or math.isfinite(u))]
+    if not found:
+        return None, None
+    east = sum(math.sin(math.radians(b)) for b, _ in found) / len(found)
+    north = sum(math.cos(math.radians(b)) for b, _ in found) / len(found)
+    resultant = math.hypot(east, north)
+    if resultant < 1e-9:  # bearings that cancel out (opposite directions): none
+        return None, None
+    mean = math.degrees(math.atan2(east, north)) % 360.0
+    spread = math.degrees(math.sqrt(max(-2.0 * math.log(min(resultant, 1.0)), 0.0)))
+    uncertainties = sorted(u for _, u in found)
+    median = uncertainties[len(uncertainties) // 2] if len(uncertainties) % 2 else (
+        uncertainties[len(uncertainties) // 2 - 1] + uncertainties[len(uncertainties) // 2]
+    ) / 2.0
+    return mean, max(median, spread)
+
+
 class HasBearing(Protocol):
     """What an event needs for attribution (the analyzer's events, once they carry the
     wire's bearing fields)."""
