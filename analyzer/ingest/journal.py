@@ -64,6 +64,7 @@ from analyzer.ingest.journal_format import (
     unpack,
 )
 from analyzer.ingest.saved import (
+    VALUES,
     Held,
     LiveDevice,
     Replayed,
@@ -79,7 +80,6 @@ log = logging.getLogger(__name__)
 COMPACT_MIN_BYTES = 64 * 1024 * 1024
 COMPACT_RATIO = 2.0  # rewritten when the file is this many times the last full rewrite
 SET_ASIDE_LABEL = "damaged"  # journal.sqlite.damaged-20261202T142600Z
-_IMMUTABLE = (str, int, float, bool, bytes, type(None))
 
 
 class JournalError(Exception):
@@ -106,8 +106,7 @@ class _Written:
     detection: DeviceAnalysis | None = None  # the analysis whose parts the mirrors follow
     has_detection: bool = False
     mirrors: dict[str, deque[Any]] = field(default_factory=dict)  # stores: entries held
-    values: dict[str, bytes] = field(default_factory=dict)  # values: bytes last written
-    same: dict[str, Any] = field(default_factory=dict)  # immutable values as last written
+    values: bytes = b""  # the values (every part but the stores), as last written
 
 
 def _store_change(mirror: deque[Any], current: deque[Any] | list[Any]
@@ -269,7 +268,7 @@ class DeviceJournal:
         written.detection = analysis
         written.mirrors = {path: deque(value) for path, value in
                            detection_parts(analysis).items() if is_store(path, value)}
-        written.values, written.same = {}, {}
+        written.values = b""
 
     def save(self, devices: Mapping[str, LiveDevice | None],
              stored: Iterable[tuple[str, int, int]]) -> int:
@@ -364,8 +363,9 @@ class DeviceJournal:
         out: dict[str, list[Any]] = {}
         whole = written.detection is not analysis
         if whole:
-            written.detection, written.mirrors, written.values = analysis, {}, {}
-            written.same, written.has_detection = {}, True
+            written.detection, written.mirrors, written.values = analysis, {}, b""
+            written.has_detection = True
+        values = {}
         for path, value in parts.items():
             if is_store(path, value):
                 mirror = written.mirrors.get(path)
@@ -375,15 +375,13 @@ class DeviceJournal:
                     out[path] = ["s", pack(rows(list(value)))]
                 elif diff[0] or diff[1]:
                     out[path] = ["d", diff[0], pack(rows(diff[1]))]
-            elif value is not written.same.get(path):
-                data = pack(value)
-                if written.values.get(path) != data:
-                    written.values[path] = data
-                    out[path] = ["v", data]
-                if type(value) in _IMMUTABLE:  # the same object next time: the same bytes
-                    written.same[path] = value
-                else:
-                    written.same.pop(path, None)
+            else:
+                values[path] = value
+        # The values together (one encoding: the pipeline's change at nearly every frame).
+        data = pack(values)
+        if data != written.values:
+            written.values = data
+            out[VALUES] = ["V", data]
         change: dict[str, Any] = {"p": out}
         if whole:
             change["ctx"], change["full"] = detection_context(analysis), True
@@ -393,8 +391,11 @@ class DeviceJournal:
         if saved.pipeline is None:
             return None
         pack, rows = self._encoder.pack, self._encoder.encode_rows
-        out = {path: (["s", pack(rows(list(v)))] if is_store(path, v) else ["v", pack(v)])
-               for path, v in saved.parts.items()}
+        parts = saved.parts
+        out: dict[str, list[Any]] = {path: ["s", pack(rows(list(v)))]
+                                     for path, v in parts.items() if is_store(path, v)}
+        out[VALUES] = ["V", pack({path: v for path, v in parts.items()
+                                  if not is_store(path, v)})]
         return {"p": out, "ctx": saved.context, "full": True}
 
     def compact(self, devices: Mapping[str, LiveDevice]) -> int:

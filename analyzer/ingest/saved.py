@@ -37,6 +37,7 @@ NS = 1_000_000_000
 # installation record and the audibility settings, which the context digest pins.
 CONFIGURATION = frozenset({"site", "settings", "propagator", "vocal"})
 PIPELINE, ASSESSOR = "pipeline.", "assessor."
+VALUES = "="  # a record's entry for the values (every part that is not a store) together
 Held = tuple[int, int]  # (seq, capture ns)
 
 
@@ -194,7 +195,9 @@ class Replayed:
             return
         try:
             for path, (kind, *data) in detection["p"].items():
-                if kind == "v":
+                if kind == "V":  # every part but the stores, by path
+                    self.parts.update(unpack(data[0]))
+                elif kind == "v":
                     self.parts[path] = unpack(data[0])
                 elif kind == "s":
                     self.parts[path] = deque(unpack(data[0]))
