@@ -19,7 +19,7 @@ import paho.mqtt.client as mqtt
 import pytest
 import soundfile
 
-from analyzer.acoustics import InstallationRecord
+from analyzer.acoustics import InstallationRecord, site_template
 from analyzer.config import AnalyzerConfig
 from analyzer.deploy.services import Services
 from analyzer.detect import DetectorSettings, DevicePipeline
@@ -31,6 +31,7 @@ from analyzer.ingest.journal_format import FORMAT, HEADER, StateEncoder, read_re
 from analyzer.ingest.ordering import ReorderBuffer
 from analyzer.ingest.saved import KEEP_STORED_S, LiveDevice
 from analyzer.ordinance import EvidenceChain
+from analyzer.store import load_events
 from analyzer.store.influx import InfluxClient, InfluxSettings
 from sensor.config import MqttSettings
 from sensor.frames import frames_from_samples
@@ -588,3 +589,39 @@ def test_a_grown_journal_is_rewritten_by_the_running_analyzer_and_resumes_the_sa
     assert restarted.counters.journal_errors == 0
     (saved,), _ = DeviceJournal(path).load()
     assert [seq for seq, _ in saved.stored] == list(range(7))
+
+
+def test_a_restarted_analyzer_with_installation_records_stores_the_same_events_and_audibility(
+    services: Services, excerpt_20s: Path, tmp_path: Path,
+) -> None:
+    # The assessor's journalled recent spectra and background decide each event's level at
+    # 100 ft and audibility: a restart in the middle of an event must not change them.
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    for device in ("au-whole", "au-split"):
+        (sites / f"{device}.toml").write_text(site_template(
+            device, source_to_sensor_m=8.0, source_to_boundary_m=12.0))
+    config = dataclasses.replace(_config(services, tmp_path / "journal.sqlite"),
+                                 sites_dir=str(sites))
+    client = InfluxClient(InfluxSettings(url=services.influx.url))
+
+    def frames_of(device: str) -> list[bytes]:
+        return [encode_frame(f) for f in _frames(excerpt_20s, device)]
+
+    def events_of(device: str) -> list[tuple[object, ...]]:
+        return [(e.onset_ns, e.offset_ns, e.label, e.plainly_audible, e.audibility_margin_db,
+                 e.level_at_100ft_db, e.audibility_score)
+                for e in load_events(client, device, START_NS, START_NS + 30 * NS)]
+
+    whole = frames_of("au-whole")
+    publish_through_analyzer(config, frame_topic("au-whole"), whole, stored=len(whole))
+    expected = events_of("au-whole")
+    longest = max(expected, key=lambda e: e[1] - e[0])  # type: ignore[operator]
+    assert longest[3] is not None  # assessed
+    cut = (longest[0] - START_NS) // NS + 1  # type: ignore[operator]
+    split = frames_of("au-split")
+    publish_through_analyzer(config, frame_topic("au-split"), split[:cut], stored=cut)
+    restarted = publish_through_analyzer(config, frame_topic("au-split"), split[cut:],
+                                         stored=len(split) - cut)
+    assert restarted.counters.devices_resumed >= 1 and restarted.counters.journal_errors == 0
+    assert events_of("au-split") == expected
