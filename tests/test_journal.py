@@ -7,6 +7,8 @@ import dataclasses
 import logging
 import os
 import pickle
+import resource
+import signal
 import sqlite3
 import struct
 from collections import deque
@@ -625,3 +627,38 @@ def test_a_restarted_analyzer_with_installation_records_stores_the_same_events_a
                                          stored=len(split) - cut)
     assert restarted.counters.devices_resumed >= 1 and restarted.counters.journal_errors == 0
     assert events_of("au-split") == expected
+
+
+def test_a_save_the_disk_refuses_is_cut_off_and_the_next_one_writes_the_state_whole(
+    excerpt_20s: Path, tmp_path: Path,
+) -> None:
+    frames = _frames(excerpt_20s)[:6]
+    analysis, reorder = _sited(), ReorderBuffer(120, 30.0)
+    path = tmp_path / "journal"
+    journal = DeviceJournal(path)
+
+    def save(frame: Frame) -> None:
+        reorder.push(frame)
+        analysis.feed(frame)
+        journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, analysis)},
+                     [("j-1", frame.seq, frame.capture_ns)])
+
+    for frame in frames[:3]:
+        save(frame)
+    good = path.stat().st_size
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (good + 100, limit[1]))  # a full disk, nearly
+    try:
+        with pytest.raises(JournalError, match="saving failed"):
+            save(frames[3])
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+        signal.signal(signal.SIGXFSZ, previous)
+    assert path.stat().st_size == good and journal.damage is None  # the partial record cut
+    for frame in frames[4:]:
+        save(frame)
+    journal.close()
+    restored = _restored(path)
+    _assert_same(vars(analysis.assessor), vars(restored.assessor), "assessor")
+    _assert_same(vars(analysis.pipeline), vars(restored.pipeline), "pipeline")

@@ -176,6 +176,8 @@ class JournalKeeper:
             self.counters.journal_errors += 1
             self._unsaved_keys = (self._unsaved_keys + stored)[-STORED_FRAMES_PER_DEVICE:]
             log.error("%s; retried with the next batch", exc)
+            if self.journal.damage is not None:  # a partial record it could not cut off
+                self._compact()  # the whole state, written anew, or retried next batch
             return
         self._unsaved_keys = []
         self.touched.clear()
