@@ -130,6 +130,9 @@ def report(args: argparse.Namespace, frames: list[Frame],
           f"{rewritten / 1024:.0f} KiB in "
           f"{(time.perf_counter() - started) * 1e3:.1f} ms")
     journal.close()
+    started = time.perf_counter()
+    DeviceJournal(path).load()
+    print(f"replaying the rewritten file {(time.perf_counter() - started) * 1e3:.1f} ms")
 
 
 def save(journal: DeviceJournal, reorder: ReorderBuffer, frame: Frame,
