@@ -70,12 +70,13 @@ class JournalKeeper:
                 self._devices.pop(device.device, None)
                 log.error("journal %s: restoring %s raised %s: %s; it starts afresh",
                           path, device.device, type(exc).__name__, exc, exc_info=True)
+        damaged = self.journal.damage is not None
         if self.journal.damage is not None:
             self._recover(path, self.journal.damage)
         if saved:
             log.info("resumed the analysis state of %d device(s) from %s",
                      self.counters.devices_resumed, path)
-        elif empty:
+        elif empty and not damaged:
             log.warning("journal %s %s: every device's detection starts afresh", path,
                         "holds no saved state (emptied?)" if existed else "is new")
 
