@@ -23,9 +23,9 @@ levels:
 
 Speech and quiet seconds both leave as ``levels`` (the A-weighted levels a sound level meter
 shows, nothing more), so the stream does not say when someone spoke; the difference stays on
-the sensor, where the band spectra of the seconds without dog activity make the background
-statistics (:class:`MinuteBackgrounds`: each minute, per band, the L90 over those of the last
-ten minutes) that the audibility estimate needs. Pure logic over frames; the class indices come
+the sensor, where the band spectra of the bark-free seconds make the background statistics
+(:class:`BackgroundStatistics`: every 10 s, per band, the L90 over those of the last ten minutes)
+that the audibility estimate needs. Pure logic over frames; the class indices come
 from YAMNet's class map.
 """
 
@@ -40,7 +40,7 @@ from scipy.ndimage import maximum_filter1d
 
 from sensor.configfile import setting
 from sensor.dog_head import DogHead, step_head_scores
-from sensor.wire import GATE_DOG, GATE_QUIET, GATE_SPEECH, Frame, MinuteBackground
+from sensor.wire import GATE_DOG, GATE_QUIET, GATE_SPEECH, BandBackground, Frame
 from sensor.yamnet_network import MODELS_DIR
 
 # The detectors that read the fine-tuned network's patch score (wire ``dg``), judged beside the
@@ -49,6 +49,9 @@ TUNED_HEAD_FILES = ("dog_head.v5.npz", "dog_head.v5-fused.npz")
 # The CNN's score is taken at its highest over this many 20 ms steps: at least the analyzer's
 # smoothing (a centred mean over 0.1 s, analyzer.detect.settings), whose value it bounds.
 SMOOTHING_STEPS = 5
+# A second is bark-free, for the background statistics, when the sensor's own head's fused
+# score stays under this: the analyzer's audibility.bark_free_score (its background's seconds).
+BARK_FREE_SCORE = 0.3
 
 # YAMNet's classes of a human voice: speech, its kinds, shouting, whispering and singing (words
 # can be sung). Laughter and crying carry no words and are left out.
@@ -78,7 +81,7 @@ class GateSettings:
     yamnet_dog_threshold: float = setting(
         0.2, "dog activity: YAMNet's score of a dog class reaches this", 0.01, 0.99)
     background_s: int = setting(
-        60, "seconds between the background statistics (the L90 of each band)", 10, 3600)
+        10, "seconds between the background statistics (the L90 of each band)", 1, 3600)
     background_window_s: int = setting(
         600, "quiet seconds of the last this many seconds make each statistic (the analyzer's "
         "audibility.background_window_s)", 10, 3600)
@@ -100,7 +103,7 @@ class SpeechGate:
     known (:meth:`push` returns it then; :meth:`flush` decides the last), so dog activity
     and speech in the second before or after count: the analyzer's smoothing, its merging and
     its patches reach into the neighbouring seconds, and so does a word's start or end. The
-    frames decided carry the background statistics (:class:`MinuteBackgrounds`)."""
+    frames decided carry the background statistics (:class:`BackgroundStatistics`)."""
 
     def __init__(self, class_names: tuple[str, ...], dog_classes: np.ndarray,
                  settings: GateSettings | None = None, head: DogHead | None = None,
@@ -112,7 +115,7 @@ class SpeechGate:
         self.dog_indices = np.asarray(dog_classes, dtype=np.int64)
         self.head = head or DogHead.load()
         self.tuned = tuned_heads() if tuned is None else tuned
-        self.backgrounds = MinuteBackgrounds(self.settings.background_s,
+        self.backgrounds = BackgroundStatistics(self.settings.background_s,
                                              self.settings.background_window_s)
         self.reset()
 
@@ -120,6 +123,7 @@ class SpeechGate:
         """Forget the frames before (lost samples: a new segment; flush first)."""
         self._held: Frame | None = None
         self._held_marks = (False, False)  # (dog activity, speech) of the frame held
+        self._held_bark_free = True  # the frame held: the sensor's head scores it bark-free
         self._before_marks = (False, False)  # of the frame before it
         self._before: Frame | None = None  # the frame before the one being marked
         self.backgrounds.reset()
@@ -132,24 +136,26 @@ class SpeechGate:
         scores = frame.class_scores
         if len(scores) and float(scores[:, self.dog_indices].max()) >= s.yamnet_dog_threshold:
             return True
+        return max(self.fused_scores(frame, before)) >= s.fused_threshold
+
+    def fused_scores(self, frame: Frame, before: Frame | None = None) -> tuple[float, ...]:
+        """The highest fused score over the steps of ``frame`` of the sensor's own head and of
+        each detector that reads the fine-tuned network (0 for those the frame lacks)."""
         n = frame.dog_steps.size
-        if n == 0:
-            return False
         frames = [f for f in (before, frame) if f is not None and len(f.patch_head_scores)]
-        if not frames:
-            return False
+        if n == 0 or not frames:
+            return (0.0,)
         starts = np.concatenate([(f.patch_starts_ns - frame.capture_ns) / 1e9 for f in frames])
         cnn = maximum_filter1d(frame.dog_steps.astype(np.float64), SMOOTHING_STEPS)
         own = step_head_scores(starts, np.concatenate([f.patch_head_scores for f in frames]),
                                n, frame.hop_s)
-        if float(self.head.fuse(cnn, own).max()) >= s.fused_threshold:
-            return True
-        if not self.tuned or any(f.patch_dog_scores is None for f in frames):
-            return False
-        tuned = step_head_scores(starts, np.concatenate(
-            [f.patch_dog_scores for f in frames if f.patch_dog_scores is not None]), n, frame.hop_s)
-        return any(float(head.fuse(cnn, tuned).max()) >= s.fused_threshold
-                   for head in self.tuned)
+        fused = [float(self.head.fuse(cnn, own).max())]
+        if self.tuned and all(f.patch_dog_scores is not None for f in frames):
+            tuned = step_head_scores(starts, np.concatenate(
+                [f.patch_dog_scores for f in frames if f.patch_dog_scores is not None]), n,
+                frame.hop_s)
+            fused += [float(head.fuse(cnn, tuned).max()) for head in self.tuned]
+        return tuple(fused)
 
     def speech(self, frame: Frame) -> bool:
         """Whether a patch of ``frame`` scores a voice class at or above the threshold."""
@@ -162,10 +168,11 @@ class SpeechGate:
         decided = []
         for frame in frames:
             marks = (self.dog_activity(frame, self._before), self.speech(frame))
+            bark_free = self.fused_scores(frame, self._before)[0] < BARK_FREE_SCORE
             self._before = frame
             if self._held is not None:
                 decided.append(self._decide(marks))
-            self._held, self._held_marks = frame, marks
+            self._held, self._held_marks, self._held_bark_free = frame, marks, bark_free
         return decided
 
     def flush(self) -> list[Frame]:
@@ -183,19 +190,20 @@ class SpeechGate:
         dog, speech = any(m[0] for m in marks), any(m[1] for m in marks)
         gate = GATE_DOG if dog else GATE_SPEECH if speech else GATE_QUIET
         frame = self.backgrounds.add(dataclasses.replace(self._held, gate=gate),
-                                     bark_free=not self._held_marks[0])
+                                     bark_free=self._held_bark_free)
         self._before_marks = self._held_marks
         return frame
 
 
-class MinuteBackgrounds:
+class BackgroundStatistics:
     """The background statistics the frames carry: every ``every_s`` seconds (the first time
     after ``FIRST_S``), per band, the L90 (the level exceeded 90 % of the time) of the 1 s band
-    Leq over the bark-free seconds of the last ``window_s`` (those without dog activity of
-    their own, speech or not: as the analyzer's background counts them) — the analyzer's
-    background, computed where the spectra are. They ride on the frame decided next
+    Leq over the bark-free seconds of the last ``window_s`` — those the sensor's head scores
+    under the analyzer's ``bark_free_score``, speech or not: the seconds the analyzer's own
+    background counts — computed where the spectra are. They ride on the frame decided next
     (:meth:`add`), or on the last frame of a stream or segment (:meth:`close`); without a
-    bark-free second there are none. An L90 over minutes says nothing of what was said."""
+    bark-free second there are none. An L90 over ten minutes moves only when a second quieter
+    than it comes or goes: it says nothing of what was said."""
 
     FIRST_S = 10  # the first statistics, so that a stream's first barks have a background
 
@@ -210,9 +218,9 @@ class MinuteBackgrounds:
         self._sent = False  # whether the latest quiet second is in statistics sent
 
     def add(self, frame: Frame, bark_free: bool) -> Frame:
-        """Take a decided frame (``bark_free``: no dog activity of its own, whatever its
-        neighbours had or whether someone spoke); return it, with the statistics when they
-        are due."""
+        """Take a decided frame (``bark_free``: the sensor's head scores it under
+        ``BARK_FREE_SCORE``, whatever its neighbours had or whether someone spoke); return it,
+        with the statistics when they are due."""
         if self._next_ns is None:
             self._next_ns = frame.capture_ns + self.FIRST_S * 10**9
         out = frame
@@ -246,7 +254,7 @@ class MinuteBackgrounds:
         if not self._quiet:
             return frame
         l90 = np.percentile(np.stack([b for _, b in self._quiet]), 10.0, axis=0)
-        stats = MinuteBackground(self._quiet[0][0], len(self._quiet), self._first_index,
+        stats = BandBackground(self._quiet[0][0], len(self._quiet), self._first_index,
                                  l90.astype(np.float32))
         self._sent = True
         return dataclasses.replace(frame, background=stats)

@@ -8,11 +8,11 @@ by :mod:`sensor.dog_head`); every other second (``g`` = ``"levels"``: speech, or
 the A-weighted levels a sound level meter shows, and nothing else. YAMNet's embeddings and class
 scores never leave the sensor (v3 carried them in dog seconds, and spectra in every second
 without speech: words were still told apart from them, docs/PRIVACY.md). The audibility
-estimate's background comes as per-minute statistics (``bg``: the L90 of each band over the
-minute's quiet seconds), in whichever frame follows the minute. A field a ``"levels"`` frame
-withholds is refused if present; decoding fills it as nothing found (no bands, no patches,
-dog score 0, LCeq and LZeq not measured: NaN). v1, v2 and v3 are refused with a message that
-says the sensor must be upgraded.
+estimate's background comes as statistics every 10 s (``bg``: per band, the L90 over the
+bark-free seconds of the last ten minutes, :mod:`sensor.gate`), in whichever frame is next. A
+field a ``"levels"`` frame withholds is refused if present; decoding fills it as nothing found
+(no bands, no patches, dog score 0, LCeq and LZeq not measured: NaN). v1, v2 and v3 are refused
+with a message that says the sensor must be upgraded.
 
 The sensor owns this format; the analyzer imports it. Every field is validated on decode (and
 before encoding, so a sensor never sends what an analyzer refuses) and an error names the
@@ -77,8 +77,8 @@ key          type       meaning (``*``: dog frames only; a ``"levels"`` frame ha
                         the sample clock since the previous frame (NTP correcting it);
                         absent when it did not (capture time is unaffected: sample count)
 ``bg_t``     int        optional, with the three below: start of the span the background
-                        statistics describe, ns (a minute, in the frame that follows it)
-``bg_n``     int        quiet seconds of the span behind them (1..3600)
+                        statistics describe, ns (the oldest second behind them)
+``bg_n``     int        bark-free seconds of the span behind them (1..3600)
 ``bg_b0``    int        band index of the first value of ``bg`` (as ``b0``)
 ``bg``       bytes      float32 L90 of each band's 1 s Leq over those seconds, dB
 ===========  =========  ===========================================================
@@ -217,7 +217,7 @@ class Frame:
     # levels only (GATE_LEVELS; on the sensor GATE_QUIET or GATE_SPEECH, sent as levels)
     gate: str = "dog"
     # the background statistics of the minute before, in the frame that follows it (``bg``)
-    background: MinuteBackground | None = field(default=None, repr=False)
+    background: BandBackground | None = field(default=None, repr=False)
 
     @property
     def duration_s(self) -> float:
@@ -266,8 +266,8 @@ class Frame:
 
 
 @dataclass(frozen=True, eq=False)
-class MinuteBackground:
-    """Per band, the L90 of the 1 s band Leq over the quiet seconds of a span (a minute): the
+class BandBackground:
+    """Per band, the L90 of the 1 s band Leq over the bark-free seconds of a span: the
     background of the audibility estimate, without the seconds themselves (``bg``)."""
 
     start_ns: int
@@ -346,7 +346,7 @@ def _full_payload_of(frame: Frame) -> dict[str, Any]:
         if frame.patch_dog_scores is not None else {}) | _background_payload(frame.background)
 
 
-def _background_payload(background: MinuteBackground | None) -> dict[str, Any]:
+def _background_payload(background: BandBackground | None) -> dict[str, Any]:
     if background is None:
         return {}
     return {"bg_t": int(background.start_ns), "bg_n": int(background.seconds),
@@ -699,7 +699,7 @@ def _spectrum(payload: dict[str, Any], n_steps: int, hop_s: float
             _array(payload["laf_s"], "<f2", "laf_s", n_blocks))
 
 
-def _background(payload: dict[str, Any]) -> MinuteBackground | None:
+def _background(payload: dict[str, Any]) -> BandBackground | None:
     """The minute's background statistics of a frame that has them (all four fields, or none)."""
     present = [key for key in _BACKGROUND_FIELDS if key in payload]
     if not present:
@@ -723,12 +723,12 @@ def _background(payload: dict[str, Any]) -> MinuteBackground | None:
         raise WireError(f"field 'bg': {bands.size} bands is out of range",
                         WireReason.OUT_OF_RANGE)
     _bounded(bands, -150.0, 250.0, "bg", "level")
-    return MinuteBackground(payload["bg_t"], payload["bg_n"], payload["bg_b0"], bands)
+    return BandBackground(payload["bg_t"], payload["bg_n"], payload["bg_b0"], bands)
 
 
 def _levels_only(payload: dict[str, Any], device_id: str, calibration_date: str,
                  dc_offset: float, hop_s: float, clock_step_ns: int,
-                 background: MinuteBackground | None) -> Frame:
+                 background: BandBackground | None) -> Frame:
     """The Frame of a "levels" frame: what was withheld stands in as nothing found — no
     patches, a dog score of 0 every step, no bands, LCeq and LZeq NaN (not measured), and the
     second's LAeq and LAFmax held over its envelope blocks — so the analyzer runs on it

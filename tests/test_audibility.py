@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from analyzer.acoustics.audibility import (
     BAND_CENTRES_HZ,
+    BAND_INDICES,
     AudibilityAssessor,
     AudibilitySettings,
+    BackgroundTracker,
     Propagator,
     event_share_db,
     frame_band_levels,
@@ -293,3 +295,23 @@ def test_unknown_ground_type_is_refused(tmp_path: Path) -> None:
     path.write_text(site_template("yard-1", source_to_sensor_m=6.0, ground="gravel"))
     with pytest.raises(ConfigError, match="'ground'"):
         load_site(path)
+
+
+def test_the_band_background_is_the_sensors_latest_statistics_and_expires_with_the_window(
+) -> None:
+    """Wire v4: seconds without a spectrum give the A-weighted background only; the sensor's
+    band L90s (``Frame.background``) give the band background until the window passes."""
+    settings = AudibilitySettings(min_background_s=10, background_window_s=60.0)
+    tracker = BackgroundTracker(settings)
+    for k in range(20):  # twenty seconds of levels only, LAeq 40..59 dB
+        tracker.add_second(k * 10**9, 40.0 + k, None, bark_free=True)
+    assert tracker.estimate() is None  # no spectrum yet: no band background to give
+    first, latest = np.full(BAND_INDICES.size, 30.0), np.full(BAND_INDICES.size, 33.0)
+    tracker.add_statistics(20 * 10**9, 20, first)
+    tracker.add_statistics(21 * 10**9, 21, latest)
+    background = tracker.estimate()
+    assert background is not None and background.bands_from == "sensor"
+    np.testing.assert_array_equal(background.bands_db, latest)
+    assert background.la90_db == pytest.approx(np.percentile(40.0 + np.arange(20), 10.0))
+    tracker.add_second(82 * 10**9, 50.0, None, bark_free=True)  # 61 s after: expired
+    assert tracker.estimate() is None

@@ -22,7 +22,14 @@ from analyzer.ingest.ordering import ReorderBuffer
 from analyzer.ingest.service import Analyzer
 from analyzer.store.influx import InfluxClient, write_with_retry
 from sensor.frames import frames_from_samples
-from sensor.wire import Frame, encode_frame, frame_topic, heartbeat_topic, status_topic
+from sensor.wire import (
+    GATE_DOG,
+    Frame,
+    encode_frame,
+    frame_topic,
+    heartbeat_topic,
+    status_topic,
+)
 from tests.conftest import publish_through_analyzer, sine, wait_until
 from tests.test_end_to_end import FULL_SCALE_DB, START_NS, analyzer_config, stored_seqs
 
@@ -166,7 +173,7 @@ def test_a_frame_influxdb_refuses_is_set_aside_counted_and_not_counted_as_stored
     # already holds that field as a string, so it refuses this one point (type conflict).
     bands = frames[2].bands_db
     frames[2] = dataclasses.replace(frames[2], band_first_index=frames[2].band_first_index - 1,
-                                    bands_db=bands.copy())
+                                    bands_db=bands.copy(), gate=GATE_DOG)  # sent with its bands
     client = InfluxClient(InfluxSettings(url=services.influx.url))
     client.create_database()
     client.write_lines([f'level,device=dev-r band_20hz_db="text" {START_NS - 1}'])

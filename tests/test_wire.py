@@ -25,8 +25,8 @@ from sensor.wire import (
     GATE_SPEECH,
     MAX_PATCHES,
     N_CLASSES,
+    BandBackground,
     Frame,
-    MinuteBackground,
     decode_frame,
     device_from_topic,
     encode_frame,
@@ -42,7 +42,7 @@ FRAME = dataclasses.replace(next(frames_from_samples(
 F16 = np.float16
 # what stays on the sensor in every frame (wire v4): YAMNet's outputs behind the head's score
 ON_THE_SENSOR = ("embeddings", "class_scores")
-BACKGROUND = MinuteBackground(FRAME.capture_ns - 60 * 10**9, 42, -16,
+BACKGROUND = BandBackground(FRAME.capture_ns - 60 * 10**9, 42, -16,
                               np.linspace(20.0, 40.0, 30).astype(np.float32))
 
 

@@ -65,7 +65,7 @@ SERIES_FIELDS = {"dog_steps": "hop_s", "laeq_blocks_db": "envelope_hop_s",
                  "laf_blocks_db": "envelope_hop_s"}  # fmt: skip
 SERIES_LEAD_S = 0.5  # a time series' window: from 0.5 s before the onset ...
 SERIES_SPAN_S = 2.0  # ... for 2 s
-SPECTRUM_FIELDS = frozenset({"bands_db", "laeq_blocks_db", "laf_blocks_db"})
+SPECTRUM_FIELDS = frozenset({"bands_db", "laeq_blocks_db", "laf_blocks_db", "background"})
 LEVEL = "level"  # the group of every scalar field (a sound level meter's display)
 GROUPS: dict[str, frozenset[str] | None] = {
     "all": None,
@@ -115,7 +115,8 @@ class Features:
         names = [name for name in self.group_fields(group) if self.fields[name].shape[1]]
         if not names:
             return np.zeros((self.n, 1), dtype=np.float32)
-        return np.concatenate([self.fields[name] for name in names], axis=1)
+        # a level a frame did not carry (NaN, in caches made before it was left out) reads 0
+        return np.nan_to_num(np.concatenate([self.fields[name] for name in names], axis=1))
 
     def carried(self, group: str) -> bool:
         """Whether any field of the group holds anything but zeros."""
@@ -126,6 +127,8 @@ def frame_values(frame: Any) -> dict[str, np.ndarray]:
     """Every numeric field of a decoded frame that depends on the sound, as float32 arrays
     (scalars of size 1, per-patch fields as rows, other arrays flattened); absent (None) and
     non-numeric fields left out."""
+    from sensor.wire import BandBackground
+
     out: dict[str, np.ndarray] = {}
     for spec in dataclasses.fields(frame):
         if spec.name in NOT_SOUND:
@@ -138,7 +141,10 @@ def frame_values(frame: Any) -> dict[str, np.ndarray]:
                 out[spec.name] = array.reshape(array.shape[0] if array.ndim else 1, width)
             else:
                 out[spec.name] = array.reshape(-1)
-        elif isinstance(value, bool | int | float):
+        elif isinstance(value, BandBackground):  # the background statistics (wire v4)
+            out[spec.name] = np.asarray(value.bands_db, np.float32).reshape(-1)
+        elif isinstance(value, bool | int | float) and not (
+                isinstance(value, float) and math.isnan(value)):  # NaN: a level not sent
             out[spec.name] = np.array([float(value)], dtype=np.float32)
     return out
 

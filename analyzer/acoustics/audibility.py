@@ -14,8 +14,8 @@ For each dog-vocalization event of a device (REFERENCE.md sections 4-5, DESIGN.m
 2. **Background**: per band and A-weighted, the L90 (``background_percentile``) of the 1 s
    levels of the bark-free seconds in a rolling window (default 10 minutes). With too few
    bark-free seconds the window's quietest seconds of any kind are used and the output says
-   so. Since wire v4 the sensor sends band spectra only in dog seconds, and each minute, per
-   band, the L90 over the quiet seconds of its last ten minutes (``Frame.background``,
+   so. Since wire v4 the sensor sends band spectra only in dog seconds, and every 10 s, per
+   band, the L90 over the bark-free seconds of its last ten minutes (``Frame.background``,
    :mod:`sensor.gate`): the band background is then the latest of those
    (``Background.bands_from``); the A-weighted one still comes from every second's LAeq.
 3. **Residual-noise correction** (ISO 1996-2): the background's energy is removed from each
@@ -150,7 +150,7 @@ class Background:
 
 
 class BackgroundTracker:
-    """Rolling window of 1 s levels of one device, and of the sensor's per-minute band L90s,
+    """Rolling window of 1 s levels of one device, and of the sensor's band L90s,
     for percentile background estimates."""
 
     def __init__(self, settings: AudibilitySettings) -> None:
@@ -173,8 +173,8 @@ class BackgroundTracker:
         while self._minutes and self._minutes[0][0] < horizon:
             self._minutes.popleft()
 
-    def add_minute(self, received_ns: int, seconds: int, bands_db: np.ndarray) -> None:
-        """Record the sensor's band L90s over ``seconds`` quiet seconds, sent in the frame
+    def add_statistics(self, received_ns: int, seconds: int, bands_db: np.ndarray) -> None:
+        """Record the sensor's band L90s over ``seconds`` bark-free seconds, sent in the frame
         captured at ``received_ns``; they expire with the window, as a second would."""
         self._minutes.append((received_ns, seconds, bands_db))
         while len(self._minutes) > 1:  # the latest describes the window: the others are done
@@ -321,7 +321,7 @@ class AudibilityAssessor:
                                    max_dog_score < self.settings.bark_free_score)
         if frame.background is not None:
             minute = frame.background
-            self.background.add_minute(frame.capture_ns, minute.seconds,
+            self.background.add_statistics(frame.capture_ns, minute.seconds,
                                        band_levels(minute.first_index, minute.bands_db))
 
     def _event_bands(self, event: DogEvent) -> np.ndarray | None:
