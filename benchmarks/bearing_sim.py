@@ -45,6 +45,7 @@ import math  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
 import subprocess  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -326,7 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     clips = bark_clips(args.barks, rng)
     log.info("%d bark clips from %d sources", len(clips), len({c.source for c in clips}))
     results: dict[str, object] = {
-        "command": "benchmarks/bearing_sim.py " + " ".join(argv or []),
+        "command": "benchmarks/bearing_sim.py " + " ".join(
+            sys.argv[1:] if argv is None else argv),
+        # HEAD when the run began; the modules run are the working tree's
+        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                 capture_output=True, text=True).stdout.strip(),
         "seed": args.seed,
         "rate_hz": RATE,
         "band_hz": list(DOG_BAND_HZ),
@@ -356,8 +361,6 @@ def main(argv: list[str] | None = None) -> int:
     results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     results["wall_s"] = round(time.monotonic() - started, 1)
     results["machine"] = f"{platform.machine()}, {os.cpu_count()} cores"
-    results["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                       capture_output=True, text=True).stdout.strip()
     text = json.dumps(results, indent=2)
     if args.out:
         args.out.write_text(text + "\n")
