@@ -492,30 +492,26 @@ def decode_frame(data: bytes, max_bytes: int = MAX_PAYLOAD_BYTES) -> Frame:
     return _validated(payload)
 
 
+# Why each earlier wire format is refused (docs/PRIVACY.md).
+_RETIRED = {
+    1: "it carried mel spectra that speech can be rebuilt from",
+    2: "its per-second spectra, envelopes and embeddings let words and voices be recognised in "
+       "seconds of speech",
+    3: "its dog seconds carried YAMNet's embeddings and its other seconds spectra, from which "
+       "spoken words were still told apart",
+}
+
+
 def _validated(payload: object) -> Frame:
     """Check a payload map field by field and build its Frame; raise WireError otherwise."""
     if not isinstance(payload, dict):
         raise WireError(f"payload is a {type(payload).__name__}, expected a map",
                         WireReason.NOT_A_MAP)
     version = payload.get("v")
-    if type(version) is int and version == 1:
+    if type(version) is int and version in _RETIRED:
         raise WireError(
-            "field 'v': wire format v1 is no longer accepted (it carried mel spectra that speech "
-            "can be rebuilt from); upgrade the sensor's software to wire format v4",
-            WireReason.VERSION,
-        )
-    if type(version) is int and version == 2:
-        raise WireError(
-            "field 'v': wire format v2 is no longer accepted (its per-second spectra, envelopes "
-            "and embeddings let words and voices be recognised in seconds of speech); upgrade "
-            "the sensor's software to wire format v4",
-            WireReason.VERSION,
-        )
-    if type(version) is int and version == 3:
-        raise WireError(
-            "field 'v': wire format v3 is no longer accepted (its dog seconds carried YAMNet's "
-            "embeddings and its other seconds spectra, from which spoken words were still told "
-            "apart); upgrade the sensor's software to wire format v4",
+            f"field 'v': wire format v{version} is no longer accepted ({_RETIRED[version]}); "
+            f"upgrade the sensor's software to wire format v{SCHEMA_VERSION}",
             WireReason.VERSION,
         )
     if type(version) is not int or version != SCHEMA_VERSION:
