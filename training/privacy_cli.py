@@ -72,8 +72,10 @@ class SpeechItem:
     v2: V2Content
 
 
-def speech_items(corpus: Path, limit: int = 0, cache: Path | None = None) -> list[SpeechItem]:
-    """Every speech clip of the corpus with what v1 and v2 carry for it; with ``cache``, read
+def speech_items(corpus: Path, limit: int = 0, cache: Path | None = None,
+                 gated: bool = False) -> list[SpeechItem]:  # fmt: skip
+    """Every speech clip of the corpus with what v1 and v2 carry for it (``gated``: what the
+    current wire sends in v2's place, :class:`~training.privacy.WireV2`); with ``cache``, read
     from that file when it exists (a pickle this command wrote: trust only your own), else
     written to it."""
     if cache is not None and cache.is_file():
@@ -86,7 +88,7 @@ def speech_items(corpus: Path, limit: int = 0, cache: Path | None = None) -> lis
         raise ValueError(f"{corpus}/manifest.csv: no clip labelled 'speech'")
     if limit:
         clips = clips[:: max(1, len(clips) // limit)][:limit]
-    wire = WireV2()
+    wire = WireV2(gated=gated)
     items = []
     for number, clip in enumerate(clips, 1):
         samples = load_audio(clip.path)
@@ -263,6 +265,11 @@ def add_privacy_parser(commands: Any) -> argparse.ArgumentParser:
         metavar="FILE",
         help="rebuild: keep the clips' wire content in FILE and reuse it on the next run",
     )
+    parser.add_argument(
+        "--wire", choices=("v2", "current"), default="v2",
+        help="rebuild: from what v2 sent (every field of every second; default) or from what "
+        "the installed sensor's wire sends, its speech gate deciding each second",
+    )  # fmt: skip
     add_recognition_arguments(parser)
     return parser
 
@@ -289,11 +296,12 @@ def run_privacy(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         parser.error(f"--train-steps {args.train_steps}: must be at least 1")
     learned = _learned_inputs(parser, args.learned)
     try:
-        items = speech_items(args.corpus, args.limit, args.cache)
-        report = evaluate(
+        items = speech_items(args.corpus, args.limit, args.cache, gated=args.wire == "current")
+        report = {"wire": "v2" if args.wire == "v2" else "the current wire as sent (gated): "
+                  "the rows named v2 read its content", **evaluate(
             items, tuple(args.held_out) or HELD_OUT_VOICES, args.train_steps, args.seed,
             learned, signal=not args.learned_only,
-        )  # fmt: skip
+        )}  # fmt: skip
     except ValueError as error:  # no speech, or a split that leaves a side empty
         parser.error(str(error))
     text = json.dumps(report, indent=2) + "\n"
