@@ -36,8 +36,9 @@ ELSEWHERE = "elsewhere"
 NO_BEARING = "no bearing"
 ORIGINS = (PREMISES, ELSEWHERE, NO_BEARING)
 
-# An event that carries a bearing but no uncertainty is given this much (the largest median
-# error benchmarks/bearing_sim.py measured at 0-10 dB SNR was under it; docs/BEARING.md).
+# An event that carries a bearing but no uncertainty is given this much: about the largest
+# median error benchmarks/bearing_sim.py measured at 0-10 dB SNR (10.3 degrees, the 4-mic
+# board; docs/BEARING.md).
 ASSUMED_UNCERTAINTY_DEG = 10.0
 
 
