@@ -27,7 +27,7 @@ What is returned (:class:`Bearing`):
   so that one plane wave gives a peak of 1; a diffuse field gives a nearly flat response, so
   a low sharpness means no single direction dominates;
 - ``spread_deg``: the circular standard deviation of the bearings of the stretch's sub-blocks
-  (``block_s`` each), weighted by their band power: barks from one dog agree; a field with
+  (``block_s`` each), weighted by their onsets' weight: barks from one dog agree; a field with
   no direction scatters;
 - ``uncertainty_deg``: a half-width around the bearing: twice the spread, never below
   ``min_uncertainty_deg``. Not the spread's standard error: an echo biases every sub-block
