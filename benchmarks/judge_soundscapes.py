@@ -29,8 +29,13 @@ YAMNet's embedding, YAMNet's veto), ``yamnet`` (untouched YAMNet's dog classes a
 ``cnn`` (dog-cnn-3.0 alone), ``tuned@ON/OFF`` (the sensor's fine-tuned score alone at
 those event thresholds) and ``fused A/B@ON/OFF`` (log-odds fusion of the CNN's 20 ms score and
 the fine-tuned patch score, sigmoid(A logit(cnn) + B logit(dg)): the CNN a second opinion, not
-a veto). ``--frames-cache DIR`` keeps each scene's measured frames, so a second run with the
-same seed and clips judges at once.
+a veto), ``shipped@ON/OFF`` (the bundled head at stricter event thresholds); and each of
+``shipped``, ``shipped@ON/OFF`` and ``fused 0.5/0.5@0.9/0.7`` with bout context
+(``BASE+bout ON/OFF Cs xK``: :class:`analyzer.detect.events.BoutTracker`, candidates at ON / OFF
+are events within C s of an event or among K candidates; ``x-`` only near an event).
+``--detectors A,B`` judges only the detectors whose names start so. ``--frames-cache DIR``
+keeps each scene's measured frames, so a second run with the same seed and clips judges at
+once.
 """
 
 from __future__ import annotations
@@ -92,6 +97,11 @@ V4_HEAD_PATH = ROOT / "models" / "dog_head.v4.npz"
 TUNED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7), (0.95, 0.8))
 FUSED_WEIGHTS = ((0.5, 0.5), (0.35, 0.65))  # (A on the CNN, B on the fine-tuned score)
 FUSED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7))
+BOUT_BASES = ("shipped", "fused 0.5/0.5@0.9/0.7", "shipped@0.98/0.75", "shipped@0.99/0.75")
+SHIPPED_THRESHOLDS = ((0.98, 0.75), (0.99, 0.75))  # the bundled head, stricter
+BOUT_THRESHOLDS = ((0.8, 0.6), (0.7, 0.5), (0.5, 0.3))  # a candidate's on / off
+BOUT_CONTEXTS_S = (10.0, 20.0)
+BOUT_MIN_EVENTS = (3, 5, 0)  # 0: candidates are events only near an event (no chain of them alone)
 
 
 @dataclasses.dataclass
@@ -230,6 +240,18 @@ def detectors() -> dict[str, tuple[DogHead, DetectorSettings, bool]]:
                 DogHead(version=f"dog-head-5.1-fused-{a:g}-{b:g}", fusion_kind="logistic",
                         sensor_scores=True, fusion=np.array([a, b, 0.0])),
                 dataclasses.replace(plain, on_threshold=on, off_threshold=off), False)
+    for on, off in SHIPPED_THRESHOLDS:
+        out[f"shipped@{on:g}/{off:g}"] = (dataclasses.replace(
+            out["shipped"][0], on_threshold=on, off_threshold=off), plain, False)
+    for base in BOUT_BASES:
+        head, settings, cnn_only = out[base]
+        for b_on, b_off in BOUT_THRESHOLDS:
+            for context_s in BOUT_CONTEXTS_S:
+                for k in BOUT_MIN_EVENTS:
+                    name = f"{base}+bout {b_on:g}/{b_off:g} {context_s:g}s x{k or '-'}"
+                    out[name] = (head, dataclasses.replace(
+                        settings, bout_context_s=context_s, bout_on_threshold=b_on,
+                        bout_off_threshold=b_off, bout_min_events=k or 100), cnn_only)
     return out
 
 
@@ -335,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
     parser.add_argument("--frames-cache", type=Path, metavar="DIR",
                         help="keep each scene's measured frames here and reuse them")
+    parser.add_argument("--detectors", metavar="A,B",
+                        help="judge only the detectors whose names start with one of these")
     parser.add_argument("--write-head", metavar="NAME=PATH",
                         help="write detector NAME's head, with its event thresholds, to PATH "
                         "(a file [detector] head_path takes) and stop")
@@ -362,6 +386,11 @@ def main(argv: list[str] | None = None) -> int:
     scenes.append(confuser_scene(other_audio, beds, args.seed,
                                  [c.clip.label for c in others]))
     chosen = detectors()
+    if args.detectors:
+        prefixes = tuple(args.detectors.split(","))
+        chosen = {name: d for name, d in chosen.items() if name.startswith(prefixes)}
+        if not chosen:
+            parser.error(f"--detectors {args.detectors!r}: none of {', '.join(detectors())}")
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {n: {"dogs": [], "confusers": []}
                                                         for n in chosen}
     started = time.monotonic()

@@ -7,13 +7,17 @@ rose above the off threshold (not where it first reached the on threshold) and c
 falls below the off threshold; events closer than ``merge_gap_s`` become one; events shorter
 than ``min_duration_s`` are dropped. The confidence of an event is its peak score.
 
+With ``bout_context_s`` set, :class:`BoutTracker` adds what barking is (issue 39, item 2): barks
+come in bouts, so a weaker candidate near an event, or among enough other candidates, is an
+event too; a lone weak sound is not.
+
 Pure logic over arrays; times are capture times in ns so that live and offline analysis
 give the same events for the same frames.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -176,3 +180,66 @@ class EventTracker:
                 model_version=self.model_version,
             )
         ]
+
+
+class BoutTracker:
+    """Events with bout context: barking repeats, a lone weak sound does not.
+
+    One :class:`EventTracker` at the candidate thresholds (``bout_on_threshold`` /
+    ``bout_off_threshold``, merge gap and minimum duration as set) finds candidates. A candidate
+    whose peak reaches ``on_threshold`` (a bark as clear as the plain tracker needs) is confirmed
+    by itself. Candidates form chains, each starting less than ``bout_context_s`` after the
+    previous one ended; once a chain holds a confirmed candidate or ``bout_min_events``
+    candidates, all of its candidates, earlier and later, are events. An unconfirmed chain is
+    dropped when the next candidate starts too late, at a gap in the data or at the end.
+
+    Events of a confirmed chain leave as they end, as the plain tracker's do; candidates wait
+    for their chain's confirmation (at most ``bout_min_events - 1`` of them are held). Event
+    extents follow the candidate thresholds, so they are a little wider than the plain
+    tracker's.
+    """
+
+    def __init__(self, device_id: str, settings: DetectorSettings, model_version: str) -> None:
+        self.settings = settings
+        self._candidates = EventTracker(device_id, replace(
+            settings, on_threshold=settings.bout_on_threshold,
+            off_threshold=settings.bout_off_threshold), model_version)  # fmt: skip
+        self._chain: list[DogEvent] = []  # unconfirmed candidates of the current chain
+        self._confirmed = False  # whether the current chain is confirmed
+        self._chain_end_ns: int | None = None  # where the current chain's last candidate ended
+
+    def feed(self, start_ns: int, hop_s: float, scores: np.ndarray, laeq_db: np.ndarray,
+             laf_db: np.ndarray) -> list[DogEvent]:  # fmt: skip
+        """Consume consecutive steps (as :meth:`EventTracker.feed`); return confirmed events."""
+        return self._chained(self._candidates.feed(start_ns, hop_s, scores, laeq_db, laf_db))
+
+    def flush(self) -> list[DogEvent]:
+        """End whatever is open; the context ends here too (a gap in the data, the end)."""
+        done = self._chained(self._candidates.flush())
+        self._chain, self._confirmed, self._chain_end_ns = [], False, None
+        return done
+
+    def _chained(self, candidates: list[DogEvent]) -> list[DogEvent]:
+        done: list[DogEvent] = []
+        s = self.settings
+        context_ns = round(s.bout_context_s * 1e9)
+        for candidate in candidates:  # in order of time
+            if self._chain_end_ns is None or candidate.onset_ns - self._chain_end_ns >= context_ns:
+                self._chain, self._confirmed = [], False  # a new chain: drop the unconfirmed
+            self._chain_end_ns = candidate.offset_ns
+            if self._confirmed:
+                done.append(candidate)
+                continue
+            self._chain.append(candidate)
+            if candidate.confidence >= s.on_threshold or len(self._chain) >= s.bout_min_events:
+                done.extend(self._chain)
+                self._chain, self._confirmed = [], True
+        return done
+
+
+def event_tracker(device_id: str, settings: DetectorSettings,
+                  model_version: str) -> EventTracker | BoutTracker:  # fmt: skip
+    """The tracker ``settings`` ask for: with bout context when ``bout_context_s`` > 0."""
+    if settings.bout_context_s > 0:
+        return BoutTracker(device_id, settings, model_version)
+    return EventTracker(device_id, settings, model_version)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from analyzer.detect.classifier import CentredMean, cached_model
-from analyzer.detect.events import DogEvent, EventTracker
+from analyzer.detect.events import BoutTracker, DogEvent, EventTracker, event_tracker
 from analyzer.detect.head import PATCH_S, DogHead, step_head_scores
 from analyzer.detect.settings import DetectorSettings
 from sensor.dog_head import head_version
@@ -84,7 +84,7 @@ class DevicePipeline:
             settings = replace(settings, on_threshold=self.head.on_threshold,
                                off_threshold=self.head.off_threshold)  # fmt: skip
         self.settings = settings
-        self.tracker: EventTracker | None = None
+        self.tracker: EventTracker | BoutTracker | None = None
         self._sensor_versions = ""
         self._smoother: CentredMean | None = None
         self._expected_ns: int | None = None
@@ -122,7 +122,7 @@ class DevicePipeline:
             self._sensor_versions = frame.model_versions
             self._hop_ns = round(frame.hop_s * 1e9)
             self._smoother = CentredMean(max(1, round(self.settings.smoothing_s / frame.hop_s)))
-            self.tracker = EventTracker(self.device_id, self.settings, self.model_version)
+            self.tracker = event_tracker(self.device_id, self.settings, self.model_version)
             sensor_head = head_version(frame.model_versions)
             if self.head.layers and sensor_head not in (None, self.head.version):
                 log.warning("device %s: the sensor runs dog head %s, this analyzer's is %s; "

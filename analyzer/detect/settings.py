@@ -41,3 +41,18 @@ class DetectorSettings:
     )
     min_duration_s: float = setting(0.1, "shortest event kept, s", 0.0, 10.0)
     merge_gap_s: float = setting(0.5, "events closer than this merge, s", 0.0, 30.0)
+    bout_context_s: float = setting(
+        0.0, "bout context (analyzer.detect.events.BoutTracker), s: a weaker candidate is an "
+        "event when an event or enough candidates are this close; 0 = off", 0.0, 60.0
+    )
+    bout_on_threshold: float = setting(
+        0.8, "with bout context: a candidate needs a score at least this high", 0.0, 1.0
+    )
+    bout_off_threshold: float = setting(
+        0.6, "with bout context: events and candidates span the steps scoring at least this",
+        0.0, 1.0
+    )
+    bout_min_events: int = setting(
+        3, "with bout context: this many candidates in a row, each within the context of the "
+        "last, confirm one another without an event", 1, 100
+    )
