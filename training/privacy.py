@@ -17,12 +17,14 @@ i starts at 0.48 i s and lasts 0.975 s.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass
 
 import librosa
 import numpy as np
 
+from sensor.bands import ThirdOctaveBank
 from sensor.features import HOP_S, WINDOW_S, MelFeatures
 from sensor.frames import FrameBuilder, mel_rows_from_samples
 from sensor.scoring import SensorNetworks
@@ -173,8 +175,15 @@ def _bands_or_flat(frame: Frame, frames: list[Frame]) -> np.ndarray:
     guess from what it did carry: its LAeq spread evenly over the bands."""
     if len(frame.bands_db):
         return frame.bands_db
-    n = max((len(f.bands_db) for f in frames), default=0) or 31
+    n = max((len(f.bands_db) for f in frames), default=0) or _bands_at(frame.sample_rate)
     return np.full(n, frame.laeq_db - 10.0 * np.log10(n), np.float32)
+
+
+@functools.lru_cache(maxsize=4)
+def _bands_at(rate: int) -> int:
+    """How many third-octave bands the sensor measures at ``rate`` (a clip's frames may all
+    have gone without them: every clip's content then has the same width)."""
+    return len(ThirdOctaveBank(rate, FULL_SCALE_DB).band_indices)
 
 
 # ---- synthesis ---------------------------------------------------------------------------
