@@ -390,6 +390,15 @@ def _restored(path: Path) -> DeviceAnalysis:
     return fresh
 
 
+def _feed_and_save(journal: DeviceJournal, reorder: ReorderBuffer, analysis: DeviceAnalysis,
+                   frame: Frame) -> None:
+    """One frame of device j-1 through its reorder buffer and analysis, then saved."""
+    reorder.push(frame)
+    analysis.feed(frame)
+    journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, analysis)},
+                 [("j-1", frame.seq, frame.capture_ns)])
+
+
 def test_every_attribute_of_the_pipeline_and_assessor_comes_back_after_every_frame(
     excerpt_20s: Path, tmp_path: Path,
 ) -> None:
@@ -400,10 +409,7 @@ def test_every_attribute_of_the_pipeline_and_assessor_comes_back_after_every_fra
     path = tmp_path / "journal"
     journal = DeviceJournal(path)
     for frame in frames:
-        reorder.push(frame)
-        analysis.feed(frame)
-        journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, analysis)},
-                     [("j-1", frame.seq, frame.capture_ns)])
+        _feed_and_save(journal, reorder, analysis, frame)
         restored = _restored(path)
         _assert_same(vars(analysis.pipeline), vars(restored.pipeline), "pipeline")
         _assert_same(vars(analysis.assessor), vars(restored.assessor), "assessor")
@@ -468,10 +474,7 @@ def _saves(path: Path, frames: list[Frame]) -> list[int]:
     journal = DeviceJournal(path)
     sizes = []
     for frame in frames:
-        reorder.push(frame)
-        analysis.feed(frame)
-        journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, analysis)},
-                     [("j-1", frame.seq, frame.capture_ns)])
+        _feed_and_save(journal, reorder, analysis, frame)
         sizes.append(path.stat().st_size)
     journal.close()
     return sizes
@@ -528,10 +531,7 @@ def test_a_rewritten_journal_holds_the_same_state_in_one_record_per_device(
     path = tmp_path / "journal"
     journal = DeviceJournal(path)
     for frame in frames:
-        reorder.push(frame)
-        analysis.feed(frame)
-        journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, analysis)},
-                     [("j-1", frame.seq, frame.capture_ns)])
+        _feed_and_save(journal, reorder, analysis, frame)
     grown = path.stat().st_size
     journal.compact({"j-1": LiveDevice(reorder, 0, frames[-1].end_ns, analysis)})
     assert len(_record_sizes(path)) == 1 and path.stat().st_size < grown
@@ -638,10 +638,7 @@ def test_a_save_the_disk_refuses_is_cut_off_and_the_next_one_writes_the_state_wh
     journal = DeviceJournal(path)
 
     def save(frame: Frame) -> None:
-        reorder.push(frame)
-        analysis.feed(frame)
-        journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, analysis)},
-                     [("j-1", frame.seq, frame.capture_ns)])
+        _feed_and_save(journal, reorder, analysis, frame)
 
     for frame in frames[:3]:
         save(frame)
