@@ -37,6 +37,7 @@ cannot pass, whatever the head learnt; docs/DETECTOR.md, "YAMNet's veto").
 
 from __future__ import annotations
 
+import functools
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,13 @@ FUSION_KINDS = ("max", "min", "logistic", "head")  # "head": the head's score al
 PATCH_S = 0.96  # YAMNet's patch (sensor.yamnet_features.PATCH_S)
 STEP_S = 0.02  # the CNN's step (sensor.features)
 _LOGIT_CLIP = 1e-6  # scores are clipped to [eps, 1 - eps] before log-odds: finite inputs
+
+
+@functools.lru_cache(maxsize=8)
+def cached_head(path: str = "") -> DogHead:
+    """The dog head at ``path`` (empty: the bundled one, else untouched YAMNet), loaded once
+    per process (the sensor's networks, its gate and the analyzer's pipelines share it)."""
+    return DogHead.load(path or None)
 
 
 def head_version(versions: str) -> str | None:

@@ -39,7 +39,7 @@ import numpy as np
 from scipy.ndimage import maximum_filter1d
 
 from sensor.configfile import setting
-from sensor.dog_head import DogHead, step_head_scores
+from sensor.dog_head import DogHead, cached_head, step_head_scores
 from sensor.wire import GATE_DOG, GATE_QUIET, GATE_SPEECH, BandBackground, Frame
 from sensor.yamnet_network import MODELS_DIR
 
@@ -94,7 +94,7 @@ def class_indices(names: tuple[str, ...], wanted: tuple[str, ...]) -> np.ndarray
 
 def tuned_heads() -> tuple[DogHead, ...]:
     """The bundled detectors that read the fine-tuned network's score (those present)."""
-    return tuple(DogHead.load(MODELS_DIR / name) for name in TUNED_HEAD_FILES
+    return tuple(cached_head(str(MODELS_DIR / name)) for name in TUNED_HEAD_FILES
                  if (MODELS_DIR / name).is_file())
 
 
@@ -113,7 +113,7 @@ class SpeechGate:
         if self.speech_indices.size == 0:
             raise ValueError("YAMNet's class map has none of the speech classes")
         self.dog_indices = np.asarray(dog_classes, dtype=np.int64)
-        self.head = head or DogHead.load()
+        self.head = head or cached_head()
         self.tuned = tuned_heads() if tuned is None else tuned
         self.backgrounds = BackgroundStatistics(self.settings.background_s,
                                              self.settings.background_window_s)
@@ -132,11 +132,14 @@ class SpeechGate:
         """Whether a detector's fused score reaches the threshold at a step of ``frame``
         (with the patches of ``frame`` and of ``before``, which may cover its first steps), or
         YAMNet's dog classes do in one of its patches."""
+        return self._dog_activity(frame, self.fused_scores(frame, before))
+
+    def _dog_activity(self, frame: Frame, fused: tuple[float, ...]) -> bool:
         s = self.settings
         scores = frame.class_scores
         if len(scores) and float(scores[:, self.dog_indices].max()) >= s.yamnet_dog_threshold:
             return True
-        return max(self.fused_scores(frame, before)) >= s.fused_threshold
+        return max(fused) >= s.fused_threshold
 
     def fused_scores(self, frame: Frame, before: Frame | None = None) -> tuple[float, ...]:
         """The highest fused score over the steps of ``frame`` of the sensor's own head and of
@@ -167,8 +170,9 @@ class SpeechGate:
         """Take frames in capture order; return those now decided (one behind)."""
         decided = []
         for frame in frames:
-            marks = (self.dog_activity(frame, self._before), self.speech(frame))
-            bark_free = self.fused_scores(frame, self._before)[0] < BARK_FREE_SCORE
+            fused = self.fused_scores(frame, self._before)
+            marks = (self._dog_activity(frame, fused), self.speech(frame))
+            bark_free = fused[0] < BARK_FREE_SCORE
             self._before = frame
             if self._held is not None:
                 decided.append(self._decide(marks))

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from sensor.dog_cnn import DogClassifier, DogModel, cached_model
-from sensor.dog_head import DogHead
+from sensor.dog_head import DogHead, cached_head
 from sensor.resample import TARGET_RATE_HZ, StreamResampler
 from sensor.yamnet_features import MIN_CLIP_SAMPLES, PATCH_HOP_SAMPLES, YamnetFrontEnd
 from sensor.yamnet_network import EMBEDDING_SIZE, N_CLASSES, YamnetNetwork
@@ -41,13 +41,6 @@ def cached_yamnet(model_path: str = "") -> YamnetNetwork:
 @functools.lru_cache(maxsize=4)
 def _file_digest(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:8]
-
-
-@functools.lru_cache(maxsize=4)
-def cached_head(path: str = "") -> DogHead:
-    """The dog head the sensor runs (the bundled ``models/dog_head.npz`` when ``path`` is
-    empty), loaded once per process."""
-    return DogHead.load(path or None)
 
 
 def model_versions(cnn: DogModel, yamnet: YamnetNetwork, head: DogHead) -> str:

@@ -390,6 +390,13 @@ def _restored(path: Path) -> DeviceAnalysis:
     return fresh
 
 
+def _sited_journal(tmp_path: Path) -> tuple[DeviceAnalysis, ReorderBuffer, Path,
+                                              DeviceJournal]:
+    """A sited device's analysis and reorder buffer, and a new journal in ``tmp_path``."""
+    path = tmp_path / "journal"
+    return _sited(), ReorderBuffer(120, 30.0), path, DeviceJournal(path)
+
+
 def _feed_and_save(journal: DeviceJournal, reorder: ReorderBuffer, analysis: DeviceAnalysis,
                    frame: Frame) -> None:
     """One frame of device j-1 through its reorder buffer and analysis, then saved."""
@@ -405,9 +412,7 @@ def test_every_attribute_of_the_pipeline_and_assessor_comes_back_after_every_fra
     # Found, not listed: an attribute a later change adds to the assessor, its background
     # tracker or the pipeline is saved without a change to the journal, or this fails here.
     frames = _frames(excerpt_20s)
-    analysis, reorder = _sited(), ReorderBuffer(120, 30.0)
-    path = tmp_path / "journal"
-    journal = DeviceJournal(path)
+    analysis, reorder, path, journal = _sited_journal(tmp_path)
     for frame in frames:
         _feed_and_save(journal, reorder, analysis, frame)
         restored = _restored(path)
@@ -527,9 +532,7 @@ def test_a_rewritten_journal_holds_the_same_state_in_one_record_per_device(
     excerpt_20s: Path, tmp_path: Path,
 ) -> None:
     frames = _frames(excerpt_20s)[:12]
-    analysis, reorder = _sited(), ReorderBuffer(120, 30.0)
-    path = tmp_path / "journal"
-    journal = DeviceJournal(path)
+    analysis, reorder, path, journal = _sited_journal(tmp_path)
     for frame in frames:
         _feed_and_save(journal, reorder, analysis, frame)
     grown = path.stat().st_size
@@ -633,9 +636,7 @@ def test_a_save_the_disk_refuses_is_cut_off_and_the_next_one_writes_the_state_wh
     excerpt_20s: Path, tmp_path: Path,
 ) -> None:
     frames = _frames(excerpt_20s)[:6]
-    analysis, reorder = _sited(), ReorderBuffer(120, 30.0)
-    path = tmp_path / "journal"
-    journal = DeviceJournal(path)
+    analysis, reorder, path, journal = _sited_journal(tmp_path)
 
     def save(frame: Frame) -> None:
         _feed_and_save(journal, reorder, analysis, frame)

@@ -159,7 +159,7 @@ class BackgroundTracker:
         self._quiet: deque[tuple[int, float, np.ndarray | None]] = deque()
         self._all: deque[tuple[int, float, np.ndarray | None]] = deque()
         # the sensor's latest band L90s: (capture ns of the frame they came in, seconds, L90s)
-        self._minutes: deque[tuple[int, int, np.ndarray]] = deque()
+        self._sensor: tuple[int, int, np.ndarray] | None = None
 
     def add_second(self, capture_ns: int, laeq_db: float, bands_db: np.ndarray | None,
                    bark_free: bool) -> None:
@@ -170,15 +170,13 @@ class BackgroundTracker:
                 store.append((capture_ns, laeq_db, bands_db))
             while store and store[0][0] < horizon:
                 store.popleft()
-        while self._minutes and self._minutes[0][0] < horizon:
-            self._minutes.popleft()
+        if self._sensor is not None and self._sensor[0] < horizon:
+            self._sensor = None
 
     def add_statistics(self, received_ns: int, seconds: int, bands_db: np.ndarray) -> None:
         """Record the sensor's band L90s over ``seconds`` bark-free seconds, sent in the frame
         captured at ``received_ns``; they expire with the window, as a second would."""
-        self._minutes.append((received_ns, seconds, bands_db))
-        while len(self._minutes) > 1:  # the latest describes the window: the others are done
-            self._minutes.popleft()
+        self._sensor = (received_ns, seconds, bands_db)  # the latest describes the window
 
     def estimate(self) -> Background | None:
         """The background now, or None before any second was seen (or any spectrum)."""
@@ -189,8 +187,8 @@ class BackgroundTracker:
             return None
         percentile = 100.0 - self.settings.background_percentile
         la = np.array([s[1] for s in store])
-        if self._minutes:
-            bands, bands_from = self._minutes[-1][2], "sensor"
+        if self._sensor is not None:
+            bands, bands_from = self._sensor[2], "sensor"
         else:
             spectra = [s[2] for s in store if s[2] is not None]
             if not spectra:

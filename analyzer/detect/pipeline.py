@@ -19,7 +19,6 @@ training, evaluation of another head) is scored by this pipeline's own head.
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -30,7 +29,7 @@ from analyzer.detect.classifier import CentredMean, cached_model
 from analyzer.detect.events import BoutTracker, DogEvent, EventTracker, event_tracker
 from analyzer.detect.head import PATCH_S, DogHead, step_head_scores
 from analyzer.detect.settings import DetectorSettings
-from sensor.dog_head import head_version
+from sensor.dog_head import cached_head, head_version
 from sensor.wire import Frame
 
 log = logging.getLogger(__name__)
@@ -39,12 +38,6 @@ log = logging.getLogger(__name__)
 CONTINUITY_TOLERANCE_NS = 50_000_000
 PATCH_NS = round(PATCH_S * 1e9)
 _NOT_CHECKPOINTED = ("device_id", "head", "settings")
-
-
-@functools.lru_cache(maxsize=8)
-def cached_head(path: str = "") -> DogHead:
-    """The dog head at ``path`` (empty: the bundled one, else untouched YAMNet), loaded once."""
-    return DogHead.load(path or None)
 
 
 def patch_scores_of(head: DogHead, frame: Frame) -> np.ndarray:
