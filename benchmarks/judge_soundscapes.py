@@ -185,19 +185,21 @@ def confuser_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int,
     return scene
 
 
-def measured(scene: Scene, workdir: Path, cache: Path | None = None) -> list[Frame]:
-    """The scene's frames as ``barkwatch analyze`` measures its 48 kHz FLAC (read from
-    ``cache`` when a run with the same scene left them there)."""
+def measured(scene: Scene, workdir: Path, cache: Path | None = None,
+             sensor_network: Path = DEFAULT_SENSOR_NETWORK_PATH) -> list[Frame]:
+    """The scene's frames as ``barkwatch analyze`` measures its 48 kHz FLAC, the sensor running
+    ``sensor_network`` (read from ``cache`` when a run with the same scene and networks left
+    them there)."""
     kept = None
     if cache is not None:
         digest = hashlib.sha256(scene.samples.tobytes() + scene.labels.tobytes()
-                                + _sensor_models_digest()).hexdigest()
+                                + _sensor_models_digest(sensor_network)).hexdigest()
         kept = cache / f"{scene.name}-{digest[:16]}.pickle"
         if kept.is_file():
             with kept.open("rb") as handle:
                 frames: list[Frame] = pickle.load(handle)
             return frames
-    frames = _measured(scene, workdir)
+    frames = _measured(scene, workdir, sensor_network)
     if kept is not None:
         kept.parent.mkdir(parents=True, exist_ok=True)
         with kept.open("wb") as handle:
@@ -205,19 +207,19 @@ def measured(scene: Scene, workdir: Path, cache: Path | None = None) -> list[Fra
     return frames
 
 
-def _sensor_models_digest() -> bytes:
+def _sensor_models_digest(sensor_network: Path) -> bytes:
     """What the sensor's networks are: frames measured with other models are not reused."""
     digest = hashlib.sha256()
-    for path in (DEFAULT_MODEL_PATH, DEFAULT_YAMNET_PATH, DEFAULT_SENSOR_NETWORK_PATH):
+    for path in (DEFAULT_MODEL_PATH, DEFAULT_YAMNET_PATH, sensor_network):
         digest.update(path.read_bytes() if path.is_file() else b"-")
     return digest.digest()
 
 
-def _measured(scene: Scene, workdir: Path) -> list[Frame]:
+def _measured(scene: Scene, workdir: Path, sensor_network: Path) -> list[Frame]:
     path = workdir / "scene.flac"
     audio = soxr.resample(scene.samples.astype(np.float32), RATE, SCENE_RATE_HZ)
     soundfile.write(path, np.clip(audio, -1, 1), SCENE_RATE_HZ, subtype="PCM_24")
-    return frames_of_file(path, FULL_SCALE_DB)[1]
+    return frames_of_file(path, FULL_SCALE_DB, yamnet_model_path=str(sensor_network))[1]
 
 
 def detectors() -> dict[str, tuple[DogHead, DetectorSettings, bool]]:
@@ -357,6 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the figures as JSON here too")
     parser.add_argument("--frames-cache", type=Path, metavar="DIR",
                         help="keep each scene's measured frames here and reuse them")
+    parser.add_argument("--sensor-network", type=Path, default=DEFAULT_SENSOR_NETWORK_PATH,
+                        metavar="ONNX", help="the sensor's fine-tuned network (default the "
+                        "bundled models/dog_yamnet.onnx; another: barkwatch-train finetune "
+                        "--export)")
     parser.add_argument("--detectors", metavar="A,B",
                         help="judge only the detectors whose names start with one of these")
     parser.add_argument("--write-head", metavar="NAME=PATH",
@@ -366,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.write_head:
         return write_head(parser, args.write_head)
+    if not args.sensor_network.is_file():
+        parser.error(f"--sensor-network {args.sensor_network}: no such file")
     try:
         held = set(json.loads(args.held_out.read_text())["held_out_sources"])
     except (OSError, ValueError, KeyError) as error:
@@ -396,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as workdir:
         for scene in scenes:
-            frames = measured(scene, Path(workdir), args.frames_cache)
+            frames = measured(scene, Path(workdir), args.frames_cache, args.sensor_network)
             log.info("%s: %.1f min measured (%.0f s)", scene.name, scene.labels.size * STEP_S
                      / 60, time.monotonic() - started)
             kind = "confusers" if scene.name == "confusers" else "dogs"
@@ -404,7 +412,8 @@ def main(argv: list[str] | None = None) -> int:
                 rows[name][kind].append(judge_scene(scene, events_of(frames, head, settings,
                                                                      cnn_only)))
     report: dict[str, Any] = {
-        "held_out_sources": len(held), "dog_clips": len(dogs), "other_clips": len(others),
+        "sensor_network": str(args.sensor_network), "held_out_sources": len(held),
+        "dog_clips": len(dogs), "other_clips": len(others),
         "scenes": {s.name: round(s.labels.size * STEP_S / 60, 1) for s in scenes},
         "seconds": round(time.monotonic() - started),
         "detectors": {name: {"dog scenes": summed(kinds["dogs"]),

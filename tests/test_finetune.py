@@ -15,14 +15,17 @@ import torch
 from analyzer.acoustics.propagation import absorption_db_per_m
 from sensor.yamnet_features import clip_patches
 from sensor.yamnet_network import DEFAULT_SENSOR_NETWORK_PATH, DEFAULT_YAMNET_PATH, YamnetNetwork
-from training.corpus import RATE
+from training.corpus import RATE, Clip
 from training.finetune import (
     DogTop,
     SensorNetwork,
     at_distance,
+    build_examples,
     example_logits,
     export_sensor_network,
 )
+from training.finetune_recipe import Recipe
+from training.head_data import CorpusClip, is_background, is_held_out_background
 from training.yamnet_torch import YamnetTorch, block_start
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,3 +160,43 @@ def test_a_tone_heard_far_away_loses_what_iso_9613_1_and_the_ground_reflection_s
         -2j * np.pi * frequency * (reflected - direct) / 343.0)
     assert gain_db == pytest.approx(air_db + 20 * math.log10(abs(comb)), abs=0.05)
     assert air_db < -4  # far enough for the air to matter at 6.3 kHz (4.6 dB)
+
+
+def _corpus_clip(name: str, is_dog: bool, label: str, group: str, source: str) -> CorpusClip:
+    path = ROOT / "tests" / "data" / f"{name}.flac"
+    info = soundfile.info(path)
+    return CorpusClip(Clip(name, str(path), is_dog, label, group, info.duration), "fixtures",
+                      source)
+
+
+def test_hard_negatives_and_bed_pieces_are_added_after_what_the_default_recipe_makes(
+    base: YamnetTorch,
+) -> None:
+    street = "sonyc_street_ambience_01_027029"
+    clips = [
+        _corpus_clip("lugaru_bark2", True, "dog_bark", "bark", "lugaru"),
+        _corpus_clip("modsounds_cat_meow", False, "cat", "cat", "modsounds"),
+        # a training bed (not held out for soundscapes), itself also a clip of no dog
+        _corpus_clip(street, False, "traffic", "bed-a", "sonyc"),
+        # the same recording as a held-out bed, for the evaluation copies only
+        _corpus_clip(street, False, "traffic", "bed-c", "sonyc-held-out"),
+    ]
+    assert is_background(clips[2]) and not is_held_out_background(clips[2])
+    assert is_held_out_background(clips[3])
+    judged = lambda i: i < 2  # noqa: E731
+    plain = build_examples(clips, Recipe(copies=1, other_copies=1, train_from=13), base,
+                           judged=judged)
+    more = build_examples(clips, Recipe(copies=1, other_copies=3, bed_pieces=2, train_from=13),
+                          base, judged=judged)
+    evals = ["eval-+0dB", "eval-+10dB"]
+    assert plain.kind == ["clean", "train-copy", *evals] * 2 + ["clean", "train-copy"] * 2
+    copies = ["clean", "train-copy", "train-copy", "train-copy"]
+    assert more.kind == (["clean", "train-copy", *evals] + [*copies, *evals] + copies * 2
+                         + ["train-bed"] * 2)
+    assert more.labels.tolist() == [True] * 4 + [False] * 16
+    assert more.clip_of[-2:].tolist() == [2, 2]  # a bed piece is its bed's (its source's fold)
+    # the dog clip's examples, the first draws, are those of the default recipe
+    first = int(np.sum(plain.example_of_patch < 4))
+    np.testing.assert_array_equal(more.activations[:first], plain.activations[:first])
+    # a bed piece is 10 s of the bed alone: YAMNet's 0.96 s patches every 0.48 s
+    assert int(np.sum(more.example_of_patch == len(more.kind) - 1)) == 20

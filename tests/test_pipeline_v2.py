@@ -177,3 +177,17 @@ def test_a_live_analyzer_refuses_v1_to_v3_frames_counting_them_by_reason_and_kee
     analyzer = publish_through_analyzer(analyzer_config(services), frame_topic("dev-v"),
                                         payloads, stored=3)
     assert analyzer.rejections == {"version": 3}
+
+
+def test_offline_measurement_runs_the_sensor_network_it_is_given(
+    barks: Path, frames: list[Frame]
+) -> None:
+    """judge_soundscapes.py --sensor-network: untouched YAMNet in the fine-tuned network's
+    place sends no fine-tuned score, and its file digest names it in ``mv``."""
+    from sensor.yamnet_network import DEFAULT_YAMNET_PATH
+
+    untouched = frames_of_file(barks, 100.0, yamnet_model_path=str(DEFAULT_YAMNET_PATH))[1]
+    assert any(f.patch_dog_scores is not None and f.patch_dog_scores.size for f in frames)
+    assert all(f.patch_dog_scores is None for f in untouched)
+    assert untouched[0].model_versions != frames[0].model_versions
+    assert [f.capture_ns for f in untouched] == [f.capture_ns for f in frames]

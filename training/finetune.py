@@ -37,6 +37,8 @@ EVAL_DISTANCE_M = 30.0
 EVAL_SNRS_DB = (0.0, 10.0)
 MAX_CLIP_S = 10.0
 MAX_PATCHES_PER_BATCH = 512
+TRAINED_ONLY_KINDS = ("train-copy", "train-bed")  # examples made for training, never judged
+TRAINING_KINDS = ("clean", *TRAINED_ONLY_KINDS)
 
 
 def rms(x: np.ndarray) -> float:
@@ -93,15 +95,17 @@ class Examples:
     example_of_patch: np.ndarray  # patch -> example index
     labels: np.ndarray  # per example: dog or not
     clip_of: np.ndarray  # per example: index of its clip
-    kind: list[str]  # per example: "train-copy", "clean", "eval-0dB", ...
+    kind: list[str]  # per example: "clean", "train-copy", "train-bed", "eval-+0dB", ...
 
 
 def build_examples(clips: list[CorpusClip], recipe: Recipe, model: YamnetTorch,
                    progress: Callable[[int, int], None] | None = None,
                    judged: Callable[[int], bool] | None = None) -> Examples:
-    """Every clip as recorded, ``recipe.copies`` training copies and the evaluation copies
-    (of the clips ``judged`` accepts; all by default), through the frozen bottom of ``model``.
-    A clip's copies are the same whichever clips are judged."""
+    """Every clip as recorded, its training copies (``recipe.copies`` of a dog clip,
+    ``recipe.other_copies`` of any other) and the evaluation copies (of the clips ``judged``
+    accepts; all by default), then ``recipe.bed_pieces`` pieces of training beds alone, through
+    the frozen bottom of ``model``. A clip's copies are the same whichever clips are judged, and
+    with the default recipe the same as before the two later fields existed."""
     rng = np.random.default_rng(recipe.seed)
     beds_train = [load_audio(c.clip.path) for c in clips
                   if is_background(c) and not is_held_out_background(c)]
@@ -113,20 +117,20 @@ def build_examples(clips: list[CorpusClip], recipe: Recipe, model: YamnetTorch,
     clip_of: list[int] = []
     kind: list[str] = []
 
-    def add(audio: np.ndarray, clip_index: int, what: str) -> None:
+    def add(audio: np.ndarray, clip_index: int, what: str, is_dog: bool | None = None) -> None:
         patches = clip_patches(audio.astype(np.float32)).astype(np.float32)
         with torch.no_grad():
             out = model.features(torch.from_numpy(patches)[:, None], stop)
         chunks.append(out.numpy().astype(np.float16))
         example_of_patch.append(np.full(len(patches), len(labels), dtype=np.int32))
-        labels.append(clips[clip_index].clip.is_dog)
+        labels.append(clips[clip_index].clip.is_dog if is_dog is None else is_dog)
         clip_of.append(clip_index)
         kind.append(what)
 
     for index, item in enumerate(clips):
         audio = load_audio(item.clip.path)[: int(MAX_CLIP_S * RATE)]
         add(audio, index, "clean")
-        for _ in range(recipe.copies):
+        for _ in range(recipe.copies if item.clip.is_dog else recipe.other_copies):
             distance = rng.uniform(*DISTANCE_M)
             snr = rng.uniform(*SNR_DB)
             add(placed(rng, audio, bed_piece(rng, beds_train, audio.size), snr, distance),
@@ -137,6 +141,16 @@ def build_examples(clips: list[CorpusClip], recipe: Recipe, model: YamnetTorch,
                        EVAL_DISTANCE_M), index, f"eval-{snr:+.0f}dB")
         if progress is not None:
             progress(index + 1, len(clips))
+    bed_rng = np.random.default_rng([recipe.seed, 9])
+    bed_clips = [i for i, c in enumerate(clips)
+                 if is_background(c) and not is_held_out_background(c)]
+    for k in range(recipe.bed_pieces if bed_clips else 0):
+        index = bed_clips[k % len(bed_clips)]
+        n = int(MAX_CLIP_S * RATE)
+        bed = bed_piece(bed_rng, [beds_train[k % len(bed_clips)]], n)
+        bed = bed / max(rms(bed), 1e-9) * 10 ** (bed_rng.uniform(-45, -25) / 20)
+        noise = bed_rng.standard_normal(n) * 10 ** (bed_rng.uniform(*SELF_NOISE_DBFS) / 20)
+        add(bed + noise, index, "train-bed", is_dog=False)
     return Examples(np.concatenate(chunks), np.concatenate(example_of_patch),
                     np.array(labels), np.array(clip_of), kind)
 
@@ -271,9 +285,8 @@ def evaluate(clips: list[CorpusClip], recipe: Recipe,
     tuned_scores = np.full(len(examples.labels), np.nan)
     yamnet_scores = np.full(len(examples.labels), np.nan)
     for k in range(recipe.folds):
-        train = np.flatnonzero((fold != k) & (kinds == "train-copy") | (fold != k)
-                               & (kinds == "clean"))
-        test = np.flatnonzero((fold == k) & (kinds != "train-copy"))
+        train = np.flatnonzero((fold != k) & np.isin(kinds, TRAINING_KINDS))
+        test = np.flatnonzero((fold == k) & ~np.isin(kinds, TRAINED_ONLY_KINDS))
         prefix = f"fold {k + 1}/{recipe.folds}"
         top = train_top(base, examples, train, recipe, names.index("Dog"),
                         lambda text: say(f"{prefix} {text}"))  # noqa: B023 (called at once)
@@ -355,7 +368,7 @@ def train_sensor_network(clips: list[CorpusClip], recipe: Recipe, out: Path,
     examples = build_examples(clips, recipe, base, built, lambda i: bool(held_out[i]))
     kinds = np.array(examples.kind)
     out_of_training = held_out[examples.clip_of]
-    train = np.flatnonzero(~out_of_training & np.isin(kinds, ["clean", "train-copy"]))
+    train = np.flatnonzero(~out_of_training & np.isin(kinds, TRAINING_KINDS))
     start = block_start(recipe.train_from)
     top = train_top(base, examples, train, recipe, names.index("Dog"), say)
     export_sensor_network(base, top, start, out)
@@ -366,7 +379,7 @@ def train_sensor_network(clips: list[CorpusClip], recipe: Recipe, out: Path,
         "training_sources": len({clips[i].source_key for i in np.flatnonzero(~held_out)}),
         "held_out_sources": sorted({clips[i].source_key for i in np.flatnonzero(held_out)})}
     if held_out.any():
-        judged = np.flatnonzero(out_of_training & (kinds != "train-copy"))
+        judged = np.flatnonzero(out_of_training & ~np.isin(kinds, TRAINED_ONLY_KINDS))
         tuned = np.full(len(kinds), np.nan)
         yamnet = np.full(len(kinds), np.nan)
         tuned[judged] = example_scores(examples, judged, _sigmoid_of(top))

@@ -32,7 +32,10 @@ def add_finetune_parser(commands: Any) -> Any:
                         "(default: none, train on every source)")
     parser.add_argument("--every", type=int, default=1, metavar="N",
                         help="use every N-th clip only (a quick look; default 1: all)")
-    helps = {"copies": "placed copies of each clip for training",
+    helps = {"copies": "placed copies of each dog clip for training",
+             "other_copies": "placed copies of each other clip for training (hard "
+             "negatives)", "bed_pieces": "10 s pieces of the training beds alone (no dog) "
+             "for training",
              "train_from": "first separable block trained (1-13; the rest stays frozen)",
              "epochs": "passes over the training examples", "batch_examples":
              "examples per step", "learning_rate": "Adam's rate for the blocks",
@@ -56,10 +59,10 @@ def run_finetune(args: Any, parser: Any) -> int:
             parser.error(f"{corpus}/manifest.csv not found")
     if not 1 <= args.train_from <= 13:
         parser.error(f"--train-from must be a separable block 1-13, not {args.train_from}")
-    if min(args.copies + 1, args.epochs, args.batch_examples, args.folds - 1, args.every,
-           args.threads) < 1:
-        parser.error("--copies must be 0 or more, --folds 2 or more, and --epochs, "
-                     "--batch-examples, --every and --threads 1 or more")
+    if min(args.copies + 1, args.other_copies + 1, args.bed_pieces + 1, args.epochs,
+           args.batch_examples, args.folds - 1, args.every, args.threads) < 1:
+        parser.error("--copies, --other-copies and --bed-pieces must be 0 or more, --folds 2 "
+                     "or more, and --epochs, --batch-examples, --every and --threads 1 or more")
     if args.held_out_fold is not None and not (
             args.export and 0 <= args.held_out_fold < args.folds):
         parser.error("--held-out-fold needs --export and a fold from 0 to --folds - 1")

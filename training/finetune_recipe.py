@@ -11,7 +11,11 @@ Recipe:
   (``training.augment``), mixed into a real background bed at -5..+20 dB SNR (RMS over the
   clip) with the microphone's self-noise (-85..-75 dBFS white). Spherical spreading only
   changes the level, which the SNR draw sets. Other sounds are placed the same way, so being
-  mixed says nothing about being a dog. Beds come from background recordings that are never
+  mixed says nothing about being a dog; ``other_copies`` of each of them (hard negatives:
+  the confusions that cost false alarms are placed animals, voices and machines), and
+  ``bed_pieces`` 10 s pieces of the training beds alone, with self-noise (a city street
+  with nothing in it must score no dog either; a clip is cut at 10 s, so a long bed
+  otherwise gives only its first 10 s). Beds come from background recordings that are never
   used for evaluation (``training.head_data.is_held_out_background``).
 - **Cache.** YAMNet's convolutions up to separable block ``train_from`` run once per patch
   (``sensor.yamnet_features.clip_patches``), their output kept as float16.
@@ -36,7 +40,9 @@ from dataclasses import dataclass
 class Recipe:
     """What one fine-tuning run does (printed with its figures)."""
 
-    copies: int = 2
+    copies: int = 2  # placed copies of each dog clip
+    other_copies: int = 2  # placed copies of each clip of anything else (hard negatives)
+    bed_pieces: int = 0  # 10 s pieces of training beds alone, as examples of no dog
     train_from: int = 12  # first trained separable block (1-13)
     epochs: int = 3
     batch_examples: int = 32

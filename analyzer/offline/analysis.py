@@ -39,7 +39,7 @@ from sensor.capture import AudioSampleError, FileSource
 from sensor.dog_cnn import cached_model
 from sensor.errors import WireError
 from sensor.frames import FrameBuilder
-from sensor.scoring import SensorNetworks
+from sensor.scoring import SensorNetworks, cached_yamnet
 from sensor.wire import Frame, decode_frame, encode_frame
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,8 @@ def _round_or_none(value: float, digits: int = 2) -> float | None:
 
 
 def measured_frames(source: FileSource, full_scale_db: float,
-                    cnn_model_path: str = "") -> Iterator[Frame]:  # fmt: skip
+                    cnn_model_path: str = "", yamnet_model_path: str = ""
+                    ) -> Iterator[Frame]:  # fmt: skip
     """Measure a sound file exactly as a sensor would, one frame at a time (memory stays flat
     with the file's length); frames start at capture time 0.
 
@@ -70,7 +71,8 @@ def measured_frames(source: FileSource, full_scale_db: float,
     numbers (float16 scores and embeddings included) that the live analyzer receives. Audio
     that cannot be used raises :class:`AudioSampleError` (the frames before it have been
     yielded, as a sensor hands them over at a gap; the partial second it falls in is dropped,
-    not padded). ``cnn_model_path`` runs another CNN in the sensor's place (evaluation).
+    not padded). ``cnn_model_path`` runs another CNN in the sensor's place, ``yamnet_model_path``
+    another YAMNet or fine-tuned network (evaluation).
 
     Issue 24 wants an hour analysed in under 30 s, which one core cannot do: the file is
     decoded and measured on a thread of its own (:func:`_measure_into`, its networks on
@@ -81,7 +83,8 @@ def measured_frames(source: FileSource, full_scale_db: float,
     ahead: queue.Queue[Frame | BaseException | None] = queue.Queue(FRAMES_AHEAD)
     stop = threading.Event()
     measuring = threading.Thread(target=_measure_into, name="measure", daemon=True,
-                                 args=(source, full_scale_db, cnn_model_path, ahead, stop))
+                                 args=(source, full_scale_db, cnn_model_path, yamnet_model_path,
+                                       ahead, stop))
     # One BLAS thread: OpenBLAS's own threads spin while they wait, and beside the measuring
     # and network threads they took the cores those need (an hour: 39-41 s wall and 72-75 s
     # CPU with two BLAS threads, 28 s and 39 s with one, on an idle 2-core machine).
@@ -104,7 +107,7 @@ CHUNK_BLOCKS = 8
 
 
 def _measure_into(source: FileSource, full_scale_db: float, cnn_model_path: str,
-                  out: queue.Queue[Frame | BaseException | None],
+                  yamnet_model_path: str, out: queue.Queue[Frame | BaseException | None],
                   stop: threading.Event) -> None:  # fmt: skip
     """The measuring thread of :func:`measured_frames`: frames into ``out``, then None (the
     end) or the exception that ended it; gives up when ``stop`` is set."""
@@ -122,6 +125,7 @@ def _measure_into(source: FileSource, full_scale_db: float, cnn_model_path: str,
     try:
         # the networks on yet another thread while this one measures
         networks = SensorNetworks(source.sample_rate, cnn=cached_model(cnn_model_path),
+                                  yamnet=cached_yamnet(yamnet_model_path),
                                   worker_thread=True)  # fmt: skip
         builder = FrameBuilder("offline", source.sample_rate, full_scale_db, start_ns=0,
                                networks=networks)  # fmt: skip
@@ -170,11 +174,13 @@ def _through_wire(frame: Frame, source: FileSource) -> Frame:
 
 
 def frames_of_file(path: str | Path, full_scale_db: float,
-                   cnn_model_path: str = "") -> tuple[FileSource, list[Frame]]:  # fmt: skip
+                   cnn_model_path: str = "", yamnet_model_path: str = ""
+                   ) -> tuple[FileSource, list[Frame]]:  # fmt: skip
     """Every frame of a file in a list (:func:`measured_frames`), for callers that index
     them; analysis streams instead."""
     source = FileSource(path, block_s=1.0)
-    return source, list(measured_frames(source, full_scale_db, cnn_model_path))
+    return source, list(measured_frames(source, full_scale_db, cnn_model_path,
+                                        yamnet_model_path))
 
 
 class _FrameRows:
