@@ -4,6 +4,11 @@ Both yield :class:`AudioBlock` items: mono float64 samples in [-1, 1], or a coun
 that were lost (a capture block dropped because the consumer fell behind). The stream
 callback only copies the block onto a bounded queue and returns; overflows and drops are
 counted in :class:`CaptureCounters` and reported in the heartbeat.
+
+With a microphone array (issue 36) a block also carries every input channel
+(``AudioBlock.channels``, frames x channels, float32): the mono samples are the measurement
+channel's, as with one microphone, and the frame builder keeps the channels a few seconds
+for the bearing of dog seconds (:mod:`sensor.bearing`).
 """
 
 from __future__ import annotations
@@ -31,10 +36,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class AudioBlock:
-    """Either samples (mono, float64) or ``lost_samples`` > 0 for a gap in the capture."""
+    """Either samples (mono, float64) or ``lost_samples`` > 0 for a gap in the capture.
+    ``channels``: with an array, the same samples on every input channel, (frames, channels)
+    float32; None otherwise."""
 
     samples: np.ndarray | None = None
     lost_samples: int = 0
+    channels: np.ndarray | None = None
 
 
 class AudioSampleError(AudioInputError):
@@ -171,6 +179,10 @@ class FileSource:
     that stops decoding raises :class:`AudioSampleError` with the sample's index; the blocks
     before it have been delivered. ``warnings`` lists what was noticed but read anyway (a
     truncated file), each also logged.
+
+    ``keep_channels`` (a recording of a microphone array): each block also carries every
+    channel of the file (``AudioBlock.channels``); the file must be at a supported rate,
+    since the channels are not resampled.
     """
 
     def __init__(
@@ -180,6 +192,7 @@ class FileSource:
         speed: float | None = None,
         channel: int | None = None,
         max_s: float | None = None,
+        keep_channels: bool = False,
     ) -> None:
         import soundfile
 
@@ -209,6 +222,13 @@ class FileSource:
             )
         self.file_rate = int(info.samplerate)
         self.sample_rate = supported_rate_for(self.file_rate)
+        self.file_channels = int(info.channels)
+        self.keep_channels = keep_channels
+        if keep_channels and self.sample_rate != self.file_rate:
+            raise AudioInputError(
+                f"audio file {self.path} is at {self.file_rate} Hz: an array's recording is "
+                f"read at its own rate, one of {', '.join(map(str, SUPPORTED_SAMPLE_RATES))} Hz"
+            )
         self.file_frames = int(info.frames)
         if max_s is not None:
             self.file_frames = min(self.file_frames, max(1, round(max_s * info.samplerate)))
@@ -303,7 +323,8 @@ class FileSource:
                         mono = resampler.resample_chunk(mono, last=last)
                     if mono.size:
                         self.counters.blocks += 1
-                        yield AudioBlock(samples=mono)
+                        yield AudioBlock(samples=mono, channels=data.astype(np.float32)
+                                         if self.keep_channels else None)
                     delivered += data.shape[0]
                     if self.speed is not None:
                         due_s = delivered / self.file_rate / self.speed
@@ -400,7 +421,9 @@ class MicrophoneSource:
     The callback copies the block onto a bounded queue and returns; when the queue is full
     the block is dropped and counted, and the consumer is told how many samples were lost so
     that capture time stays exact. ``max_samples`` stops after that many samples (used to
-    capture a known length from a virtual input).
+    capture a known length from a virtual input). ``input_channels`` (a microphone array):
+    open that many channels and hand every one on with the block (``AudioBlock.channels``);
+    the mono samples are still ``channel``'s.
     """
 
     def __init__(
@@ -411,11 +434,17 @@ class MicrophoneSource:
         queue_blocks: int = 600,
         channel: int = 0,
         max_samples: int | None = None,
+        input_channels: int | None = None,
     ) -> None:
         self._sd = _sounddevice()
         self.device = resolve_input_device(device)
         self.sample_rate = sample_rate
         self.channel = channel
+        if input_channels is not None and input_channels <= channel:
+            raise AudioInputError(f"{input_channels} input channels do not include the "
+                                  f"measurement channel {channel}")
+        self.input_channels = input_channels
+        self._opened = input_channels or channel + 1
         self.block_frames = max(1, round(block_s * sample_rate))
         self.max_samples = max_samples
         self.counters = CaptureCounters()
@@ -425,12 +454,13 @@ class MicrophoneSource:
         self._stop = threading.Event()
         try:
             self._sd.check_input_settings(
-                device=self.device, channels=channel + 1, samplerate=sample_rate, dtype="float32"
+                device=self.device, channels=self._opened, samplerate=sample_rate,
+                dtype="float32"
             )
         except Exception as exc:  # PortAudio reports through several exception types
             raise AudioInputError(
-                f"audio input device {device or 'default'!r} cannot capture channel {channel} "
-                f"at {sample_rate} Hz: {exc}"
+                f"audio input device {device or 'default'!r} cannot capture channel "
+                f"{self._opened - 1 if input_channels else channel} at {sample_rate} Hz: {exc}"
             ) from exc
 
     def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
@@ -438,7 +468,8 @@ class MicrophoneSource:
         if status.input_overflow:
             self.counters.overflows += 1
         try:
-            self._queue.put_nowait((indata[:, self.channel].copy(), self.counters.dropped_samples))
+            block = indata.copy() if self.input_channels else indata[:, self.channel].copy()
+            self._queue.put_nowait((block, self.counters.dropped_samples))
         except queue.Full:
             self.counters.dropped_blocks += 1
             self.counters.dropped_samples += frames
@@ -454,7 +485,7 @@ class MicrophoneSource:
     def __iter__(self) -> Iterator[AudioBlock]:
         stream = self._sd.InputStream(
             device=self.device,
-            channels=self.channel + 1,
+            channels=self._opened,
             samplerate=self.sample_rate,
             blocksize=self.block_frames,
             dtype="float32",
@@ -477,6 +508,10 @@ class MicrophoneSource:
                     lost_reported = lost
                 if self.max_samples is not None:
                     block = block[: self.max_samples - delivered]
-                delivered += block.size
+                delivered += block.shape[0]
                 self.counters.blocks += 1
-                yield AudioBlock(samples=block.astype(np.float64))
+                if self.input_channels:
+                    yield AudioBlock(samples=block[:, self.channel].astype(np.float64),
+                                     channels=block)
+                else:
+                    yield AudioBlock(samples=block.astype(np.float64))

@@ -199,8 +199,16 @@ def _run(args: argparse.Namespace) -> int:
     source: FileSource | MicrophoneSource
     if args.duration is not None and args.duration <= 0:
         raise SensorError(f"--duration {args.duration} must be positive")
+    array = config.array.can_bear
     if args.input:
-        source = FileSource(args.input, speed=_parse_pace(args.pace), max_s=args.duration)
+        source = FileSource(args.input, speed=_parse_pace(args.pace), max_s=args.duration,
+                            channel=config.audio.channel if array else None,
+                            keep_channels=array)
+        if array and source.file_channels < config.input_channels:
+            raise SensorError(
+                f"{args.input} has {source.file_channels} channel(s); the array's capsules "
+                f"are on channels {list(config.array.channels)} (config [array])"
+            )
         start_ns: int | None = _parse_time(args.start_time) if args.start_time else None
         if start_ns is None:
             start_ns = int(datetime.now(UTC).timestamp() * 1e6) * 1000
@@ -221,6 +229,7 @@ def _run(args: argparse.Namespace) -> int:
             config.audio.queue_blocks,
             config.audio.channel,
             max_samples=round(args.duration * config.audio.sample_rate) if args.duration else None,
+            input_channels=config.input_channels if array else None,
         )
         start_ns, total_s = None, args.duration
 

@@ -6,6 +6,7 @@ import os
 import pwd
 from dataclasses import dataclass
 
+from sensor.array import NO_ARRAY, ArraySettings
 from sensor.calibration import DEFAULT_FULL_SCALE_DB
 from sensor.configfile import describe, load, setting
 from sensor.errors import ConfigError
@@ -213,6 +214,14 @@ class SensorConfig:
     mqtt: MqttSettings = setting(MqttSettings(), "broker")
     outbox: OutboxSettings = setting(OutboxSettings(), "outbox")
     privacy: GateSettings = setting(GateSettings(), "the speech gate (wire v3)")
+    array: ArraySettings = setting(ArraySettings(), "microphone array: the bearing of dog "
+                                   "seconds (issue 36, docs/BEARING.md)")
+
+    @property
+    def input_channels(self) -> int:
+        """How many input channels capture opens: up to the measurement channel and every
+        capsule's."""
+        return max((self.audio.channel, *self.array.channels)) + 1
 
 
 def load_sensor_config(path: str) -> SensorConfig:
@@ -228,6 +237,12 @@ def load_sensor_config(path: str) -> SensorConfig:
         raise ConfigError(
             f"config key 'calibration.date': {len(date)} characters; the wire format takes "
             f"at most {MAX_CALIBRATION_CHARS} printable ones"
+        )
+    if config.array.preset != NO_ARRAY and config.audio.channel not in config.array.channels:
+        raise ConfigError(
+            f"config key 'audio.channel': channel {config.audio.channel} is not one of the "
+            f"array's capsules {list(config.array.channels)} (array.channels): the levels are "
+            "measured on one capsule of the array, the one calibrated"
         )
     return config
 

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sensor.array import ArraySettings
 from sensor.bands import ThirdOctaveBank
+from sensor.bearing import BearingStage
 from sensor.errors import AudioInputError
 from sensor.features import HOP_S, MelFeatures
 from sensor.gate import GateSettings, SpeechGate
@@ -134,6 +136,9 @@ class FrameBuilder:
     Each frame comes with its speech gate decided (:mod:`sensor.gate`, ``gate``: its
     thresholds): what it will carry on the wire; in memory it keeps everything. The gate
     looks one second ahead, so a frame comes out a second after the CNN has scored it.
+    With a microphone array (``array`` that can bear), every block comes with all its input
+    channels (``push(samples, channels)``) and each dog frame with its bearing
+    (:mod:`sensor.bearing`); the levels and scores are still those of ``samples`` alone.
     """
 
     def __init__(
@@ -147,6 +152,7 @@ class FrameBuilder:
         options: MeasurementOptions | None = None,
         networks: SensorNetworks | None = None,
         gate: GateSettings | None = None,
+        array: ArraySettings | None = None,
     ) -> None:
         if sample_rate not in SUPPORTED_SAMPLE_RATES:
             raise AudioInputError(
@@ -176,6 +182,8 @@ class FrameBuilder:
         yamnet = self.networks.yamnet
         self.gate = SpeechGate(yamnet.class_names, yamnet.dog_indices, gate,
                                head=self.networks.head)
+        self.bearings = (BearingStage(array, sample_rate) if array is not None and array.can_bear
+                         else None)
         # measured, waiting for their dog scores; each with its number of 20 ms steps
         self._held: deque[tuple[Frame, int]] = deque()
         self._scores = np.zeros(0, dtype=np.float32)  # final CNN scores not yet in a frame
@@ -190,9 +198,12 @@ class FrameBuilder:
         """Samples consumed or skipped since the stream started."""
         return self._frame_start_sample + self._pending_len
 
-    def push(self, samples: np.ndarray) -> list[Frame]:
-        """Add mono samples in [-1, 1]; return the frames they complete."""
+    def push(self, samples: np.ndarray, channels: np.ndarray | None = None) -> list[Frame]:
+        """Add mono samples in [-1, 1] (with an array, ``channels``: the same samples on every
+        input channel, (samples, channels)); return the frames they complete."""
         block = np.asarray(samples, dtype=np.float64).reshape(-1)
+        if self.bearings is not None:
+            self.bearings.push(channels, block.size)
         seconds = []
         while block.size:
             need = self.sample_rate - self._pending_len
@@ -209,7 +220,12 @@ class FrameBuilder:
         for raw, (second, mel_db) in zip(seconds, started, strict=True):
             frames.extend(self._measure(raw, second, mel_db))
             self._frame_start_sample += self.sample_rate
-        return frames
+        return self._with_bearings(frames)
+
+    def _with_bearings(self, frames: list[Frame]) -> list[Frame]:
+        if self.bearings is None:
+            return frames
+        return self.bearings.annotate(frames, self.start_ns)
 
     def finish(self) -> list[Frame]:
         """Measure a trailing partial second padded with digital silence (offline analysis).
@@ -221,14 +237,18 @@ class FrameBuilder:
         """
         frames = []
         if self._pending_len:
-            frames = self.push(np.zeros(self.sample_rate - self._pending_len))
-        return frames + self._flush_networks(pad_patches=True)
+            padding = self.sample_rate - self._pending_len
+            frames = self.push(np.zeros(padding), None if self.bearings is None else
+                               np.zeros((padding, self.bearings.ring.channels), np.float32))
+        return frames + self._with_bearings(self._flush_networks(pad_patches=True))
 
     def skip(self, n_samples: int) -> list[Frame]:
         """Record ``n_samples`` lost samples: return the frames held (their last steps scored
         against copies of the last row, incomplete patches dropped), drop the partial second,
         restart the filters and the networks."""
-        frames = self._flush_networks(pad_patches=False)
+        frames = self._with_bearings(self._flush_networks(pad_patches=False))
+        if self.bearings is not None:
+            self.bearings.skip(n_samples)
         self._frame_start_sample += self._pending_len + n_samples
         self._segment_start_sample = self._frame_start_sample
         self._pending, self._pending_len = [], 0

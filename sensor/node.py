@@ -76,7 +76,7 @@ def measure_into_outbox(
             stats.lost_samples += block.lost_samples
         if block.samples is not None:
             stats.samples += block.samples.size
-            store(builder.push(block.samples))
+            store(builder.push(block.samples, block.channels))
         if time.monotonic() - last_report >= progress_every_s:
             done = stats.samples / builder.sample_rate
             of_total = f" of {total_s:.0f} s" if total_s else ""
@@ -151,6 +151,7 @@ def run_node(
             calibration_date=config.calibration.date,
             options=config.measurement.options(),
             gate=config.privacy,
+            array=config.array,
         )
         blocks: Iterable[AudioBlock] = source
         if start_ns is None:

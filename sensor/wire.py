@@ -218,6 +218,13 @@ class Frame:
     gate: str = "dog"
     # the background statistics of the minute before, in the frame that follows it (``bg``)
     background: BandBackground | None = field(default=None, repr=False)
+    # a dog second's direction from the sensor's microphone array (issue 36, ``br``/``bu``):
+    # compass degrees clockwise from north and the half-width of its interval; both None
+    # when there is none. ``bearing_estimated``: the sensor has an array and estimated it
+    # (False: no array, or not a dog second)
+    bearing_deg: float | None = None
+    bearing_uncertainty_deg: float | None = None
+    bearing_estimated: bool = False
 
     @property
     def duration_s(self) -> float:
