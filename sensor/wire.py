@@ -81,6 +81,12 @@ key          type       meaning (``*``: dog frames only; a ``"levels"`` frame ha
 ``bg_n``     int        bark-free seconds of the span behind them (1..3600)
 ``bg_b0``    int        band index of the first value of ``bg`` (as ``b0``)
 ``bg``       bytes      float32 L90 of each band's 1 s Leq over those seconds, dB
+``br``       float/nil  ``*`` optional, with ``bu``: the bark's compass bearing from the
+                        sensor's microphone array, degrees clockwise from north, [0, 360);
+                        nil when the array found none (diffuse, scattered, too short);
+                        absent from a sensor without an array (issue 36)
+``bu``       float/nil  ``*`` half-width of the bearing's interval, degrees, (0, 180]; nil
+                        exactly when ``br`` is
 ===========  =========  ===========================================================
 """
 
@@ -129,7 +135,7 @@ MAX_VERSION_CHARS = 128
 ENVELOPE_HOP_S = 0.5
 MIN_ENVELOPE_HOP_S = 0.5
 MAX_ENVELOPE_HOP_S = 4.0  # a frame's longest span ('n' up to 4 s)
-MAX_MAP_KEYS = 64  # a frame has 22 to 38 fields; a map on the wire with more than 64 is refused
+MAX_MAP_KEYS = 64  # a frame has 22 to 40 fields; a map on the wire with more than 64 is refused
 MAX_BACKGROUND_SECONDS = 3600
 
 
@@ -350,7 +356,17 @@ def _full_payload_of(frame: Frame) -> dict[str, Any]:
         "g": frame.wire_gate,
     } | ({"cstep": int(frame.clock_step_ns)} if frame.clock_step_ns else {}) | (
         {"dg": _patch_scores_bytes(frame.patch_dog_scores, frame, "dg")}
-        if frame.patch_dog_scores is not None else {}) | _background_payload(frame.background)
+        if frame.patch_dog_scores is not None else {}) | _background_payload(frame.background) | (
+        _bearing_payload(frame) if frame.bearing_estimated else {})
+
+
+def _bearing_payload(frame: Frame) -> dict[str, Any]:
+    if frame.bearing_deg is None or frame.bearing_uncertainty_deg is None:
+        return {"br": None, "bu": None}
+    bearing = float(frame.bearing_deg) % 360.0
+    # (-1e-15) % 360.0 is 360.0 in floating point: north is 0
+    return {"br": bearing if bearing < 360.0 else 0.0,
+            "bu": float(frame.bearing_uncertainty_deg)}
 
 
 def _background_payload(background: BandBackground | None) -> dict[str, Any]:
@@ -414,13 +430,16 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "g": str,
 }
 _BACKGROUND_FIELDS: dict[str, type] = {"bg_t": int, "bg_n": int, "bg_b0": int, "bg": bytes}
+_BEARING_FIELDS = ("br", "bu")  # float or nil (no bearing); checked in _bearing
 _OPTIONAL_FIELDS: dict[str, type] = {"cstep": int, "dg": bytes} | _BACKGROUND_FIELDS
 # What a "levels" frame keeps off the wire (wire v4, issue 34): everything but what a sound
 # level meter's display shows with A-weighting. LCeq and LZeq go too: with LAeq they give the
 # spectrum's tilt, from which digits were told apart 23 % of the time (chance 10 %; A-weighted
 # levels alone 15 %, docs/PRIVACY.md).
 _WITHHELD: dict[str, frozenset[str]] = {GATE_DOG: frozenset(), GATE_LEVELS: frozenset({
-    "lc", "lz", "b0", "bands", "env_hop", "laeq_s", "laf_s", "dog_s", "p0", "pd", "dg"})}
+    "lc", "lz", "b0", "bands", "env_hop", "laeq_s", "laf_s", "dog_s", "p0", "pd", "dg",
+    *_BEARING_FIELDS})}
+MAX_UNCERTAINTY_DEG = 180.0  # a half-width of half the circle or more tells nothing
 MAX_CLOCK_STEP_NS = 10 * 365 * 86400 * 10**9  # a step beyond ten years is no clock's correction
 
 
@@ -548,7 +567,8 @@ def _validated(payload: object) -> Frame:
     unknown = sorted(
         _key_shown(key)
         for key in payload
-        if not isinstance(key, str) or (key not in _FIELDS and key not in _OPTIONAL_FIELDS)
+        if not isinstance(key, str) or (key not in _FIELDS and key not in _OPTIONAL_FIELDS
+                                        and key not in _BEARING_FIELDS)
     )
     if unknown:
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
@@ -638,6 +658,7 @@ def _validated(payload: object) -> Frame:
         raise WireError(f"field 'p0': {patch_start_ns} ns is not within 2 s of the frame's "
                         f"capture time {payload['t']} ns", WireReason.OUT_OF_RANGE)
     model_versions = _model_versions(payload)
+    bearing_deg, bearing_uncertainty_deg, bearing_estimated = _bearing(payload)
 
     return Frame(
         device_id=device_id,
@@ -675,7 +696,43 @@ def _validated(payload: object) -> Frame:
         clock_step_ns=clock_step_ns,
         patch_dog_scores=patch_dog_scores,
         background=background,
+        bearing_deg=bearing_deg,
+        bearing_uncertainty_deg=bearing_uncertainty_deg,
+        bearing_estimated=bearing_estimated,
     )
+
+
+def _bearing(payload: dict[str, Any]) -> tuple[float | None, float | None, bool]:
+    """(bearing, uncertainty, estimated) of a dog frame: both fields or neither; both nil (no
+    bearing) or both numbers in range."""
+    present = [key for key in _BEARING_FIELDS if key in payload]
+    if not present:
+        return None, None, False
+    if len(present) == 1:
+        other = "bu" if present[0] == "br" else "br"
+        raise WireError(f"field {other!r}: missing beside {present[0]!r} (a bearing comes with "
+                        "its uncertainty)", WireReason.MISSING_FIELD)
+    values = []
+    for key in _BEARING_FIELDS:
+        value = payload[key]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, float | int)):
+            raise WireError(f"field {key!r}: {type(value).__name__} is not the expected float "
+                            "or nil", WireReason.WRONG_TYPE)
+        values.append(None if value is None else float(value))
+    bearing, uncertainty = values
+    if (bearing is None) != (uncertainty is None):
+        raise WireError(f"fields 'br'/'bu': {_shown(payload['br'])} and {_shown(payload['bu'])}: "
+                        "both nil (no bearing) or both numbers", WireReason.OUT_OF_RANGE)
+    if bearing is not None and uncertainty is not None:
+        if not 0.0 <= bearing < 360.0:
+            raise WireError(f"field 'br': bearing {bearing} is outside 0..360 degrees",
+                            WireReason.OUT_OF_RANGE if math.isfinite(bearing)
+                            else WireReason.NOT_FINITE)
+        if not 0.0 < uncertainty <= MAX_UNCERTAINTY_DEG:
+            raise WireError(f"field 'bu': uncertainty {uncertainty} is outside 0..180 degrees "
+                            "(more than 0)", WireReason.OUT_OF_RANGE if math.isfinite(
+                                uncertainty) else WireReason.NOT_FINITE)
+    return bearing, uncertainty, True
 
 
 def _spectrum(payload: dict[str, Any], n_steps: int, hop_s: float

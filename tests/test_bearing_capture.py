@@ -4,6 +4,7 @@ as a plane wave at a microphone array."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,9 @@ from sensor.capture import FileSource
 from sensor.config import load_sensor_config
 from sensor.errors import ConfigError
 from sensor.frames import FrameBuilder
-from sensor.wire import GATE_DOG
+from sensor.node import NodeStats, measure_into_outbox
+from sensor.outbox import Outbox
+from sensor.wire import GATE_DOG, decode_frame
 from tests.conftest import DEMO_RECORDING
 
 C = 343.0
@@ -155,4 +158,23 @@ def test_a_builder_with_an_array_refuses_blocks_without_their_channels():
     builder = FrameBuilder("yard-1", 16000, FULL_SCALE_DB, 0, array=UMA8)
     with pytest.raises(ValueError, match="must carry every channel"):
         builder.push(np.zeros(1600))
+
+def test_an_array_recording_replays_through_the_node_with_its_bearings(tmp_path):
+    audio, rate = bark_as_plane_wave(UMA8, 120.0, (70.0, 78.0))
+    recording = tmp_path / "array.wav"
+    soundfile.write(recording, audio, rate, subtype="FLOAT")
+    source = FileSource(recording, channel=0, keep_channels=True)
+    builder = FrameBuilder("yard-1", source.sample_rate, FULL_SCALE_DB, 0, array=UMA8)
+    outbox = Outbox(str(tmp_path / "outbox.sqlite"), 1000)
+    try:
+        measure_into_outbox(source, builder, outbox, NodeStats(), threading.Event(),
+                            pad_last=True)
+        frames = [decode_frame(payload) for _, payload in outbox.peek(100)]
+    finally:
+        outbox.close()
+    bearings = [f.bearing_deg for f in frames if f.gate == GATE_DOG and f.bearing_deg is not None]
+    assert len(frames) == 8 and len(bearings) >= 3
+    assert all(error_deg(b, 120.0) < 3.0 for b in bearings)
+    assert all(f.bearing_deg is None for f in frames if f.gate != GATE_DOG)
+
 
