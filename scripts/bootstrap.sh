@@ -17,10 +17,11 @@ case "$extra" in
   # poppler-utils (pdftotext, pdfimages, pdfinfo) and chromium: tests read the report's PDF
   # and render its HTML headless (tests/test_report.py, test_report_print.py); chromium-driver:
   # Selenium drives it through the review application (tests/test_review_browser.py); nodejs
-  # runs the review plot's tick functions (tests/test_report_print.py).
+  # runs the review plot's tick functions (tests/test_report_print.py); nats-server: the
+  # clustered broker's nodes (tests/test_cluster.py).
   dev)      packages=(mosquitto influxdb libportaudio2 libsndfile1 python3-venv
                       libpango-1.0-0 libpangoft2-1.0-0 fonts-dejavu-core poppler-utils
-                      chromium chromium-driver nodejs) ;;
+                      chromium chromium-driver nodejs nats-server) ;;
   *) echo "usage: $0 [dev|analyzer|sensor]" >&2; exit 2 ;;
 esac
 
