@@ -61,6 +61,51 @@ def parse_partition(text: str, key: str = "partition") -> Partition:
 
 
 @dataclass(frozen=True)
+class ClusterSettings:
+    """The clustered broker (NATS JetStream, docs/SCALE.md); ``servers`` empty: Mosquitto.
+
+    The analyzer's user name, password and CA are those of ``[mqtt]``."""
+
+    servers: str = setting(
+        "", "comma-separated NATS URLs of the cluster's nodes (tls://host:port); empty: the "
+        "single MQTT broker of [mqtt]"
+    )
+    partitions: int = setting(
+        8, "P: the partitions the cluster's subject mapping splits the fleet into (the same P "
+        "as barkwatch cluster render)", 1, MAX_PARTITIONS,
+    )
+    lease_s: float = setting(
+        15.0, "an analyzer renews its partitions' leases every second; one not renewed for "
+        "this long is taken over by another (keep it above a JetStream leader election), s",
+        2.0, 300.0,
+    )
+    journal_dir: str = setting(
+        "", "folder of one journal per partition (partition-K.journal), shared by every "
+        "analyzer that may take the partition over; empty: no journal"
+    )
+    ack_wait_s: float = setting(
+        20.0, "a delivered message not acknowledged in this long is delivered again, s",
+        5.0, 3600.0,
+    )
+    max_ack_pending: int = setting(
+        4000, "messages of one partition delivered and not yet acknowledged, at most",
+        10, 1000000,
+    )
+
+    def urls(self) -> list[str]:
+        """The server URLs; ConfigError naming the key for a malformed one."""
+        urls = [url.strip() for url in self.servers.split(",") if url.strip()]
+        for url in urls:
+            scheme, sep, rest = url.partition("://")
+            host, colon, port = rest.rpartition(":")
+            if not (sep and scheme in ("tls", "nats") and host and colon and port.isdecimal()
+                    and 1 <= int(port) <= 65535):
+                raise ConfigError(f"config key 'cluster.servers': {url[:80]!r} is not a NATS "
+                                  "URL of the form tls://host:port")
+        return urls
+
+
+@dataclass(frozen=True)
 class AnalyzerConfig:
     """Everything the live analyzer needs."""
 
@@ -91,6 +136,7 @@ class AnalyzerConfig:
         300.0, "capture times further ahead of this clock are implausible, s", 1.0, 86400.0
     )
     mqtt: MqttSettings = setting(MqttSettings(), "broker")
+    cluster: ClusterSettings = setting(ClusterSettings(), "clustered broker (docs/SCALE.md)")
     influx: InfluxSettings = setting(InfluxSettings(), "database")
     detector: DetectorSettings = setting(DetectorSettings(), "detector")
     audibility: AudibilitySettings = setting(AudibilitySettings(), "level at 100 ft, audibility")
@@ -119,6 +165,7 @@ class AnalyzerConfig:
 
     def __post_init__(self) -> None:
         parse_partition(self.partition)  # refuse a malformed share when the file is loaded
+        self.cluster.urls()  # and malformed cluster URLs
 
     @property
     def share(self) -> Partition:

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 from types import FrameType
+from typing import Any
 
 from analyzer import __version__
 from analyzer.errors import AnalyzerError
@@ -163,7 +164,14 @@ def _analyzer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.error("analyzer needs an action: run or validate-config")
     from analyzer.ingest import Analyzer
 
-    analyzer = Analyzer(load_analyzer_config(args.config))
+    config = load_analyzer_config(args.config)
+    analyzer: Any
+    if config.cluster.servers:  # the clustered broker (docs/SCALE.md)
+        from analyzer.ingest.cluster import ClusterAnalyzer
+
+        analyzer = ClusterAnalyzer(config)
+    else:
+        analyzer = Analyzer(config)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

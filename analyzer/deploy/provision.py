@@ -119,6 +119,11 @@ class BrokerFiles:
         return self.directory / "barkwatch.acl"
 
     @property
+    def cluster_password_file(self) -> Path:
+        """The clustered broker's bcrypt hashes (analyzer.deploy.cluster), if it has one."""
+        return self.directory / "cluster-passwd"
+
+    @property
     def settings_file(self) -> Path:
         """The deployment's saved settings (:class:`DeploymentSettings`), 0644."""
         return self.directory / "deployment.toml"
@@ -364,6 +369,10 @@ def add_device(
 
             load_sensor_config(str(bundle.config))  # the bundle must be a valid configuration
         passwords.set_password(device_id, password)
+        if files.cluster_password_file.exists():  # a clustered broker: its hash as well
+            from analyzer.deploy.cluster import set_cluster_password
+
+            set_cluster_password(files.cluster_password_file, device_id, password)
     action = "rotated" if rotate else "added"
     log.info("device %s %s; bundle in %s", device_id, action, bundle.directory)
     return bundle
@@ -395,6 +404,10 @@ def revoke_device(files: BrokerFiles, devices_dir: Path, device_id: str) -> None
         if device_id not in passwords:
             raise ProvisioningError(f"there is no device {device_id!r} in {files.password_file}")
         passwords.remove(device_id)
+        if files.cluster_password_file.exists():
+            from analyzer.deploy.cluster import set_cluster_password
+
+            set_cluster_password(files.cluster_password_file, device_id, None)
     bundle = devices_dir / device_id
     if bundle.is_dir():
         shutil.rmtree(bundle)

@@ -95,8 +95,8 @@ class Analyzer:
     ``clock`` (monotonic seconds) times batches, stats, reorder waits and idle devices.
     """
 
-    def __init__(self, config: AnalyzerConfig, clock: Callable[[], float] = time.monotonic
-                 ) -> None:
+    def __init__(self, config: AnalyzerConfig, clock: Callable[[], float] = time.monotonic,
+                 client: Any = None) -> None:
         self.config = config
         self._owned = Ownership(config.share)  # the fleet's partitions it serves
         self._drop_flood = config.confirm_stored and config.drop_flood
@@ -131,6 +131,12 @@ class Analyzer:
         self._next_stats = 0.0
         self._next_housekeeping = 0.0
         self._worker = threading.Thread(target=self._run, name="analyzer-worker", daemon=True)
+        self._owns_client = client is None
+        if client is not None:
+            # Another input hands messages to on_message and takes ack/publish calls (one
+            # partition of the clustered broker: analyzer.ingest.cluster).
+            self.client = client
+            return
         self.client = make_client(config.client_id, config.mqtt, persistent=True)
         self.client.manual_ack_set(True)
         self.client.on_connect = self._on_connect
@@ -138,12 +144,17 @@ class Analyzer:
         self.client.on_subscribe = self._on_subscribe
         self.client.on_message = self._on_message
 
+    def on_message(self, message: Any) -> None:
+        """Take one message from an input other than the MQTT client (the same path)."""
+        self._on_message(self.client, None, message)
+
     # --- start-up ---------------------------------------------------------------------------
     def start(self) -> None:
         """Connect to the broker and start the worker (which first makes sure the database
         exists, retrying while InfluxDB is unreachable)."""
-        connect_async(self.client, self.config.mqtt, persistent=True)
-        self.client.loop_start()
+        if self._owns_client:
+            connect_async(self.client, self.config.mqtt, persistent=True)
+            self.client.loop_start()
         self._worker.start()
 
     def stop(self) -> None:

@@ -1,0 +1,291 @@
+"""The clustered broker (docs/SCALE.md): three real nats-server nodes, analyzers that share the
+fleet's partitions and take over a dead one's, sensors over MQTT/TLS with their own
+credentials. Real processes on free loopback ports, temporary state, no mocks."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+import soundfile
+import soxr
+
+from analyzer.acoustics.site import site_template
+from analyzer.config import AnalyzerConfig, ClusterSettings
+from analyzer.deploy.cluster import (
+    ClusterLayout,
+    NodeAddress,
+    partition_of,
+)
+from analyzer.deploy.local_cluster import LocalCluster
+from analyzer.deploy.services import InfluxDB, LocalDeployment
+from analyzer.errors import ProvisioningError
+from analyzer.ingest.cluster import ClusterAnalyzer, ClusterError
+from analyzer.store.influx import InfluxClient, InfluxSettings
+from sensor.config import MqttSettings
+from sensor.frames import frames_from_samples
+from sensor.outbox import Outbox
+from sensor.publisher import FramePublisher
+from sensor.wire import Frame, encode_frame
+from tests.conftest import wait_until
+
+BIN = Path(sys.executable).parent
+DEMO = Path(__file__).resolve().parents[1] / "demo" / "example.flac"
+RATE = 48000
+PARTITIONS = 4
+FRAMES = 120  # per device: the demo's first two minutes (barks in them)
+PACE_S = 0.1  # between frames of one device: the run takes FRAMES * PACE_S
+NODE_KILL_AT, ANALYZER_KILL_AT = 30, 70  # frames into the run
+LEASE_S = 10.0  # above a JetStream leader election on a loaded 2-core machine
+NS = 1_000_000_000
+
+
+@pytest.fixture(scope="module")
+def demo_frames() -> list[Frame]:
+    """The demo recording's first FRAMES frames through the sensor's own frame code."""
+    audio, rate = soundfile.read(DEMO, dtype="float64")
+    audio = soxr.resample(audio, rate, RATE)[: FRAMES * RATE]
+    return list(frames_from_samples(audio, RATE, 100.0, "template", 0))[:FRAMES]
+
+
+def restamped(frame: Frame, device: str, start_ns: int) -> Frame:
+    shift = start_ns
+    times = {f.name: getattr(frame, f.name) + shift for f in dataclasses.fields(frame)
+             if f.name.endswith("_start_ns")}
+    return dataclasses.replace(frame, device_id=device, capture_ns=frame.capture_ns + shift,
+                               **times)
+
+
+class Sensor:
+    """A simulated sensor: the real outbox and publisher (paho-mqtt, TLS, QoS 1, deletion
+    on the analyzer's confirmation), fed finished frames instead of a microphone."""
+
+    def __init__(self, device: str, settings: MqttSettings, root: Path) -> None:
+        self.device = device
+        self.outbox = Outbox(root / f"{device}.outbox")
+        # A frame acknowledged by a node but not stored (the stream electing a leader after
+        # the node kill) is sent again when its confirmation has not come in 2 s, then 4, 8.
+        self.publisher = FramePublisher(device, settings, self.outbox, confirm_timeout_s=2.0,
+                                        confirm_resend_max_s=8.0)
+        self.publisher.start()
+
+    def put(self, frame: Frame) -> None:
+        self.outbox.put(frame.seq, encode_frame(frame))
+
+    def close(self) -> None:
+        self.publisher.stop()
+        self.outbox.close()
+
+
+def analyzer_process(name: str, cluster: LocalCluster, influx: InfluxDB, root: Path
+                     ) -> subprocess.Popen[bytes]:
+    config = root / f"{name}.toml"
+    config.write_text(
+        f'client_id = "{name}"\nstats_interval_s = 1.0\nsites_dir = "{root / "sites"}"\n'
+        # Frames the cluster lost come again from the sensors' outboxes: wait for them.
+        "reorder_wait_s = 60.0\n"
+        f'[influx]\nurl = "{influx.url}"\n'
+        + cluster.analyzer_toml(root / "journals", lease_s=LEASE_S, ack_wait_s=10.0))
+    with open(root / f"{name}.log", "ab") as log:
+        return subprocess.Popen([BIN / "barkwatch", "analyzer", "run", "--config", config],
+                                stdout=log, stderr=subprocess.STDOUT)
+
+
+def owned(influx: InfluxClient, analyzer: str) -> set[int]:
+    """Partitions whose stats point, written within the last 3 s, names ``analyzer``."""
+    series = influx.query("SELECT last(frames_stored) FROM analyzer_stats WHERE time > now() - "
+                          "3s GROUP BY analyzer")
+    names = [s["tags"]["analyzer"] for s in series]
+    return {int(n.rsplit(".p", 1)[1]) for n in names if n.startswith(analyzer + ".p")}
+
+
+def event_rows(influx: InfluxClient, device: str) -> list[dict[str, Any]]:
+    """Every stored field of the device's events, without the device tag."""
+    series = influx.query(f"SELECT * FROM dog_event WHERE device = '{device}'")
+    if not series:
+        return []
+    columns = series[0]["columns"]
+    return [{c: v for c, v in zip(columns, values, strict=True) if c != "device"}
+            for values in series[0]["values"]]
+
+
+def rows(influx: InfluxClient, query: str) -> list[list[Any]]:
+    series = influx.query(query)
+    return [list(v) for v in series[0]["values"]] if series else []
+
+
+@pytest.fixture
+def services(tmp_path: Path) -> Iterator[tuple[LocalDeployment, LocalCluster, InfluxDB]]:
+    deployment = LocalDeployment(tmp_path / "deployment")
+    cluster = LocalCluster(tmp_path / "cluster", deployment, nodes=3, partitions=PARTITIONS)
+    influx = InfluxDB(tmp_path / "influxdb")
+    try:
+        yield deployment, cluster, influx
+    finally:
+        cluster.close()
+        influx.stop()
+
+
+def test_a_two_node_cluster_is_refused_naming_why() -> None:
+    nodes = tuple(NodeAddress(f"n{i}", "127.0.0.1", 4000 + 10 * i, 4001 + 10 * i, 4002 + 10 * i)
+                  for i in (1, 2))
+    with pytest.raises(ProvisioningError, match="2 nodes cannot lose one"):
+        ClusterLayout(nodes)
+
+
+def test_two_listeners_on_one_port_are_refused() -> None:
+    nodes = (NodeAddress("n1", "127.0.0.1", 4000, 4001, 4002),
+             NodeAddress("n2", "127.0.0.1", 4001, 4011, 4012),
+             NodeAddress("n3", "127.0.0.1", 4020, 4021, 4022))
+    with pytest.raises(ProvisioningError, match="127.0.0.1:4001"):
+        ClusterLayout(nodes)
+
+
+def test_a_malformed_server_url_is_refused_naming_the_key() -> None:
+    with pytest.raises(Exception, match="cluster.servers.*tls://host:port"):
+        AnalyzerConfig(cluster=ClusterSettings(servers="tls://127.0.0.1"))
+
+
+def test_an_unreachable_cluster_is_named_in_the_error(tmp_path: Path) -> None:
+    from analyzer.deploy.services import free_port
+
+    url = f"nats://127.0.0.1:{free_port()}"
+    analyzer = ClusterAnalyzer(AnalyzerConfig(cluster=ClusterSettings(servers=url)))
+    with pytest.raises(ClusterError, match=url.replace(".", r"\.")):
+        analyzer.link.start(timeout_s=2)
+    analyzer.link.close()
+
+
+def test_frames_land_in_their_device_s_partition_and_a_device_cannot_publish_for_another(
+    services: tuple[LocalDeployment, LocalCluster, InfluxDB],
+) -> None:
+    deployment, cluster, _ = services
+    for device in ("dev-a", "dev-b"):
+        deployment.add_device(device)
+    cluster.start()
+    import asyncio
+
+    import nats
+
+    async def stored() -> dict[str, int]:
+        nc = await nats.connect(cluster.layout.client_urls(), tls=_tls(deployment),
+                                user="barkwatch.analyzer",
+                                password=deployment.analyzer_password_file.read_text().strip())
+        js = nc.jetstream()
+        for _ in range(60):
+            try:
+                await js.add_stream(name="BARKWATCH", subjects=["bwp.>"], num_replicas=3)
+                break
+            except Exception:
+                await asyncio.sleep(0.5)
+        await asyncio.get_running_loop().run_in_executor(None, publish)
+        subscription = await js.pull_subscribe("bwp.>", durable="check")
+        counts: dict[str, int] = {}
+        for message in await subscription.fetch(10, timeout=10):
+            counts[message.subject] = counts.get(message.subject, 0) + 1
+        await nc.close()
+        return counts
+
+    def publish() -> None:
+        settings = cluster.device_mqtt("dev-a", node=1)
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="dev-a",
+                             protocol=mqtt.MQTTv311)
+        client.tls_set(ca_certs=settings.tls_ca)
+        client.username_pw_set("dev-a", settings.password())
+        client.connect("127.0.0.1", settings.port)
+        client.loop_start()
+        for topic in ("barkwatch/v1/frames/dev-a", "barkwatch/v1/frames/dev-b",
+                      "barkwatch/v1/status/dev-a"):
+            client.publish(topic, b"x", qos=1).wait_for_publish(10)
+        client.disconnect()
+        client.loop_stop()
+
+    counts = asyncio.run(stored())
+    k = partition_of("dev-a", PARTITIONS)
+    # dev-b's topic from dev-a's account is refused (acknowledged at QoS 1 under MQTT 3.1.1).
+    assert counts == {f"bwp.{k}.frames.dev-a": 1, f"bwp.{k}.status.dev-a": 1}
+
+
+def _tls(deployment: LocalDeployment) -> Any:
+    import ssl
+
+    return ssl.create_default_context(cafile=str(deployment.files.ca_cert))
+
+
+def test_a_broker_node_and_an_analyzer_killed_mid_run_change_nothing_stored(
+    services: tuple[LocalDeployment, LocalCluster, InfluxDB], tmp_path: Path,
+    demo_frames: list[Frame],
+) -> None:
+    deployment, cluster, influx_server = services
+    # Four faulted devices and four twins sending the same frames (same capture times) after
+    # the faults: the uninterrupted run to compare with.
+    faulted = [f"dev-{i}" for i in range(4)]
+    twins = [f"twin-{i}" for i in range(4)]
+    (tmp_path / "sites").mkdir()
+    for device in faulted + twins:
+        deployment.add_device(device)
+        (tmp_path / "sites" / f"{device}.toml").write_text(
+            site_template(device, source_to_sensor_m=8.0, source_to_boundary_m=12.0))
+    cluster.start()
+    influx_server.start()
+    influx = InfluxClient(InfluxSettings(url=influx_server.url))
+    influx.create_database()
+    start_ns = time.time_ns() - 3600 * NS
+    analyzers = {name: analyzer_process(name, cluster, influx_server, tmp_path)
+                 for name in ("an-a", "an-b")}
+    sensors: list[Sensor] = []
+    try:
+        wait_until(lambda: len(owned(influx, "an-a")) + len(owned(influx, "an-b"))
+                   == PARTITIONS and owned(influx, "an-a") and owned(influx, "an-b"),
+                   timeout_s=120, what="both analyzers to own partitions")
+        victim = "an-a" if any(partition_of(d, PARTITIONS) in owned(influx, "an-a")
+                               for d in faulted) else "an-b"
+        survivor = "an-b" if victim == "an-a" else "an-a"
+        sensors = [Sensor(d, cluster.device_mqtt(d, node=i % 3), tmp_path / "outboxes")
+                   for i, d in enumerate(faulted)]
+        for index, frame in enumerate(demo_frames):
+            for sensor in sensors:
+                sensor.put(restamped(frame, sensor.device, start_ns))
+            if index == NODE_KILL_AT:
+                cluster.nodes[0].kill()  # its sensors reconnect when it is back
+            if index == NODE_KILL_AT + 20:
+                cluster.nodes[0].start()
+            if index == ANALYZER_KILL_AT:
+                analyzers[victim].kill()
+                analyzers[victim].wait(timeout=30)
+            time.sleep(PACE_S)
+        for sensor in sensors:
+            assert sensor.publisher.wait_drained(timeout_s=240), f"{sensor.device} undrained"
+        assert owned(influx, survivor) == set(range(PARTITIONS))
+        twin_sensors = [Sensor(d, cluster.device_mqtt(d, node=i % 3), tmp_path / "outboxes")
+                        for i, d in enumerate(twins)]
+        sensors += twin_sensors
+        for frame in demo_frames:
+            for sensor in twin_sensors:
+                sensor.put(restamped(frame, sensor.device, start_ns))
+            time.sleep(PACE_S / 4)
+        for sensor in twin_sensors:
+            assert sensor.publisher.wait_drained(timeout_s=240), f"{sensor.device} undrained"
+        time.sleep(3 * LEASE_S)  # events close on the frames after them: all are in
+    finally:
+        for sensor in sensors:
+            sensor.close()
+        for process in analyzers.values():
+            if process.poll() is None:
+                process.terminate()
+        for process in analyzers.values():
+            process.wait(timeout=60)
+    for device, twin in zip(faulted, twins, strict=True):
+        seqs = rows(influx, f"SELECT seq FROM level WHERE device = '{device}'")
+        assert [row[1] for row in seqs] == list(range(FRAMES)), device  # once, in order
+        events = event_rows(influx, device)
+        reference = event_rows(influx, twin)
+        assert reference, f"{twin}: no events in the uninterrupted run"
+        assert events == reference, device
