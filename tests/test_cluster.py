@@ -289,3 +289,14 @@ def test_a_broker_node_and_an_analyzer_killed_mid_run_change_nothing_stored(
         reference = event_rows(influx, twin)
         assert reference, f"{twin}: no events in the uninterrupted run"
         assert events == reference, device
+
+
+def test_cluster_render_of_two_nodes_exits_1_saying_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from analyzer.cli.main import main
+
+    nodes = ["--node", "n1=127.0.0.1:4000:4001:4002", "--node", "n2=127.0.0.1:4010:4011:4012"]
+    assert main(["cluster", "render", "--broker-dir", str(tmp_path), *nodes,
+                 "--out", str(tmp_path / "conf")]) == 1
+    assert "2 nodes cannot lose one" in capsys.readouterr().err

@@ -116,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     from analyzer.cli.case import add_case_parser
+    from analyzer.cli.cluster import add_cluster_parser
     from analyzer.cli.findings import add_findings_parser
     from analyzer.cli.provision import add_parsers
     from analyzer.cli.report import add_report_parser
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     from analyzer.cli.site import add_site_parser
 
     add_parsers(sub)
+    add_cluster_parser(sub)
     add_site_parser(sub)
     add_findings_parser(sub)
     add_case_parser(sub)
@@ -234,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
             from analyzer.cli.findings import run_findings
 
             return run_findings(args)
+        if args.command == "cluster":
+            from analyzer.cli.cluster import run_cluster
+
+            return run_cluster(args, parser)
         if args.command in ("ca", "broker", "device"):
             from analyzer.cli.provision import run
 
