@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from analyzer.acoustics.attribution import PremisesSector
 from analyzer.acoustics.propagation import RECEIVER_BEYOND_BOUNDARY_M, metres_and_feet
 from sensor.configfile import load, setting
 from sensor.errors import ConfigError
@@ -57,6 +58,8 @@ class InstallationRecord:
                                                 0.0, 20.0)
     installed_by: str = setting("", "officer who installed the sensor")
     installed_at: str = setting("", "date of installation (ISO 8601)")
+    sector: PremisesSector = setting(PremisesSector(), "the premises as seen from the sensor: "
+                                     "whose dog each bearing points to (issue 36)")
 
     @property
     def source_to_receiver_m(self) -> float:
@@ -82,6 +85,7 @@ class InstallationRecord:
             f"{'' if self.ground_effect else ' (ground effect off)'}",
             f"air: {self.temperature_c} degC, {self.humidity_pct} % RH, {self.pressure_kpa} kPa",
             f"installed by {self.installed_by or '?'} on {self.installed_at or '?'}",
+            f"premises sector:   {describe_sector(self.sector)}",
         ]
         if self.sensor_at_or_beyond_receiver:
             lines.append("the sensor is 100 ft or more beyond the boundary: audibility is "
@@ -91,6 +95,16 @@ class InstallationRecord:
     def as_dict(self) -> dict[str, object]:
         """Every field, for the parameters printed with results."""
         return dataclasses.asdict(self)
+
+
+def describe_sector(sector: PremisesSector) -> str:
+    """The premises' sector in words (``site show``, the field check)."""
+    if not sector.entered:
+        return "not entered: events are not attributed to the premises by bearing"
+    first, second = sector.edges_deg
+    distance = f", {sector.distance_m:g} m away" if sector.distance_m else ""
+    return (f"{sector.bearing_deg:.1f} deg +- {sector.half_width_deg:.1f} (from {first:.1f} "
+            f"clockwise to {second:.1f} deg, compass){distance}")
 
 
 def validate_site(record: InstallationRecord) -> InstallationRecord:
@@ -128,6 +142,19 @@ def site_template(device_id: str, **values: object) -> str:
     lines = ["# Barkwatch installation record. Distances in metres from where the dog is kept,",
              "# along the line towards the point 100 ft beyond the premises boundary."]
     for field in dataclasses.fields(InstallationRecord):
+        if field.name == "sector":
+            continue  # a table: after every plain key (TOML)
         value = device_id if field.name == "device_id" else values.get(field.name, field.default)
         lines.append(f"{field.name} = {_toml_value(value)}  # {field.metadata['description']}")
+    sector = values.get("sector", PremisesSector())
+    if isinstance(sector, dict):  # as InstallationRecord.as_dict gives it
+        sector = PremisesSector(**sector)
+    if not isinstance(sector, PremisesSector):
+        raise ConfigError(f"site key 'sector': {type(sector).__name__} is not a sector")
+    lines += ["", "# The premises as seen from the sensor (issue 36): compass bearings, degrees",
+              "# clockwise from north, the same north as the sensor's [array] orientation_deg.",
+              "[sector]"]
+    for field in dataclasses.fields(PremisesSector):
+        lines.append(f"{field.name} = {_toml_value(getattr(sector, field.name))}  "
+                     f"# {field.metadata['description']}")
     return "\n".join(lines) + "\n"

@@ -273,6 +273,21 @@ class CaseStore:
             self._audit(actor, "remove device", "placements", placement_id,
                         {"device_id": device_id, "removed_ns": removed_ns})
 
+    def set_site_record(self, placement_id: int, site_record: str, officer: str,
+                        action: str = "set premises sector") -> None:
+        """Replace the installation record of placement ``placement_id`` (the field check's
+        premises sector, issue 36), audited with the record before and after."""
+        row = self.db.execute("SELECT site_record FROM placements WHERE id = ?",
+                              (placement_id,)).fetchone()
+        if row is None:
+            raise CaseError(f"no placement {placement_id}")
+        actor = _text(officer, "officer")
+        with self._transaction():
+            self.db.execute("UPDATE placements SET site_record = ? WHERE id = ?",
+                            (site_record, placement_id))
+            self._audit(actor, action, "placements", placement_id,
+                        {"site_record_before": row[0], "site_record": site_record})
+
     def placements(self, address_id: int) -> list[Placement]:
         """Devices placed at the address, in order of placement."""
         return self._rows(Placement, "SELECT id, address_id, device_id, placed_ns, removed_ns, "

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 
 from analyzer.acoustics import InstallationRecord, load_site, site_template
+from analyzer.acoustics.attribution import PremisesSector
+from analyzer.acoustics.site import describe_sector
 from sensor.configfile import finite_float
 from sensor.errors import ConfigError
 from sensor.wire import DEVICE_ID_PATTERN
@@ -28,6 +30,20 @@ def add_site_parser(subparsers: argparse._SubParsersAction) -> None:
     create.add_argument("--boundary-m", type=finite_float, help="dog to boundary, m")
     create.add_argument("--ground", default="mixed", choices=["hard", "porous", "mixed"])
     create.add_argument("--installed-by", default="", help="officer who installed it")
+    sector = create.add_argument_group(
+        "the premises' sector (issue 36)",
+        "As seen from the sensor, in compass degrees clockwise from north (the north of the "
+        "sensor's [array] orientation_deg): either the bearings of the premises' two outer "
+        "corners, or the bearing of its centre with its width and distance. Without them no "
+        "event is attributed to the premises by bearing.")
+    sector.add_argument("--corners", type=finite_float, nargs=2, metavar="DEG",
+                        help="compass bearings of the premises' two outer corners")
+    sector.add_argument("--premises-bearing", type=finite_float, metavar="DEG",
+                        help="compass bearing of the premises' centre (with --premises-width-m)")
+    sector.add_argument("--premises-width-m", type=finite_float, metavar="M",
+                        help="width of the premises seen square-on from the sensor")
+    sector.add_argument("--premises-distance-m", type=finite_float, metavar="M",
+                        help="sensor to the premises' centre (default: --sensor-m)")
     create.add_argument("--force", action="store_true", help="overwrite an existing file")
     for name, text in (("show", "print a record with metres and feet"),
                        ("validate", "check a record")):
@@ -48,6 +64,33 @@ def load_site_record(path: str) -> InstallationRecord:
                           ) from exc
 
 
+def sector_from_options(args: argparse.Namespace) -> PremisesSector:
+    """The sector ``site create`` was given (not entered when none of its options was)."""
+    distance = args.premises_distance_m if args.premises_distance_m is not None else (
+        args.sensor_m or 0.0)
+    by_width = (args.premises_bearing, args.premises_width_m)
+    if args.corners is not None:
+        if any(v is not None for v in by_width):
+            raise ConfigError("--corners gives the sector by itself: leave out "
+                              "--premises-bearing and --premises-width-m")
+        return PremisesSector.from_corners(args.corners[0], args.corners[1], distance)
+    if all(v is None for v in by_width):
+        if args.premises_distance_m is not None:
+            raise ConfigError("--premises-distance-m needs --corners or --premises-bearing "
+                              "with --premises-width-m")
+        return PremisesSector()
+    if any(v is None for v in by_width):
+        raise ConfigError("--premises-bearing and --premises-width-m come together (or give "
+                          "--corners)")
+    if not 0.0 <= args.premises_bearing <= 360.0:
+        raise ConfigError(f"--premises-bearing {args.premises_bearing}: a compass bearing is "
+                          "0-360 degrees")
+    if distance <= 0:
+        raise ConfigError("--premises-width-m needs the distance to the premises: give "
+                          "--premises-distance-m (or --sensor-m)")
+    return PremisesSector.from_width(args.premises_bearing, args.premises_width_m, distance)
+
+
 def run_site(args: argparse.Namespace) -> int:
     """Carry out a ``site`` action."""
     if args.site_action == "create":
@@ -65,12 +108,13 @@ def run_site(args: argparse.Namespace) -> int:
                                   "UTF-8, as TOML requires)") from exc
         from datetime import UTC, datetime
 
+        sector = sector_from_options(args)
         try:
             path.write_text(site_template(
                 args.device, address=args.address, source_to_sensor_m=args.sensor_m or 0.0,
                 source_to_boundary_m=args.boundary_m or 0.0, ground=args.ground,
                 installed_by=args.installed_by,
-                installed_at=datetime.now(UTC).strftime("%Y-%m-%d"),
+                installed_at=datetime.now(UTC).strftime("%Y-%m-%d"), sector=sector,
             ), encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot write {path}: {exc.strerror}") from exc
@@ -83,8 +127,8 @@ def run_site(args: argparse.Namespace) -> int:
             return 0
         record = load_site_record(str(path))  # the distances were given: check them now
         print(f"wrote {path}: valid (dog to sensor {record.source_to_sensor_m:g} m, to "
-              f"boundary {record.source_to_boundary_m:g} m); see it with: barkwatch site "
-              f"show {path}")
+              f"boundary {record.source_to_boundary_m:g} m; premises sector "
+              f"{describe_sector(record.sector)}); see it with: barkwatch site show {path}")
         return 0
     if args.site_action in ("show", "validate"):
         record = load_site_record(args.file)

@@ -322,6 +322,8 @@ def create_app(settings: ReviewSettings, clock: Callable[[], int] = time.time_ns
               page(fieldcheck.live_data, queries=True)),
         Route("/addresses/{address:id}/placements/{placement:id}/remove",
               form(workflow.remove_device, role=OFFICER), methods=["POST"]),
+        Route("/addresses/{address:id}/placements/{placement:id}/sector",
+              form(workflow.set_sector, role=OFFICER), methods=["POST"]),
         Route("/accounts", page(administration.accounts_page, role=ADMINISTRATOR)),
         Route("/accounts/{account:id}/{action:str}",
               form(administration.account_action, role=ADMINISTRATOR), methods=["POST"]),

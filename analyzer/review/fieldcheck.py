@@ -2,20 +2,27 @@
 and watches it live — frames arriving, the level now, the calibration just done, the clock,
 the outbox backlog and the coverage since installation — so they leave knowing it works. The
 devices page polls this JSON every few seconds (static/devices.js); each poll takes a place of
-the page gate, as the page does."""
+the page gate, as the page does. The field check also shows the premises' sector of the
+placement's installation record (issue 36), which the officer sets there from the bearings of
+the premises' two corners (workflow.set_sector)."""
 
 from __future__ import annotations
 
+import tomllib
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from analyzer.cases import Placement, format_time
+from analyzer.acoustics import InstallationRecord
+from analyzer.acoustics.site import describe_sector, validate_site
+from analyzer.cases import CaseError, Placement, format_time
 from analyzer.review.context import Review, ago, percent
 from analyzer.review.overview import condition
 from analyzer.review.queries import DeviceState, device_state, frames_since
 from analyzer.review.sessions import OfficerSession
+from sensor.configfile import build
+from sensor.errors import ConfigError
 
 NS = 1_000_000_000
 RECENT_S = 60  # "frames arriving": how many of the last minute's 60 are stored
@@ -76,3 +83,24 @@ def live_data(review: Review, request: Request, session: OfficerSession) -> Resp
                              f"{placement_id}"}, status_code=404)
     _, live = placement_state(review, placements[placement_id], review.clock(), True)
     return JSONResponse(live, headers={"Cache-Control": "no-store"})
+
+
+def placement_record(site_record: str) -> InstallationRecord:
+    """A placement's installation record (TOML text); CaseError when it has none."""
+    if not site_record.strip():
+        raise CaseError("this placement has no installation record to hold the sector")
+    try:
+        return validate_site(build(InstallationRecord, tomllib.loads(site_record)))
+    except tomllib.TOMLDecodeError as exc:
+        raise CaseError(f"the placement's installation record is not TOML: {exc}") from exc
+
+
+def placement_sector(site_record: str) -> dict[str, Any]:
+    """The field check's premises sector of a placement's installation record: its words, and
+    its corners to fill the form with (empty when not entered or the record has none)."""
+    try:
+        sector = placement_record(site_record).sector
+    except (CaseError, ConfigError) as exc:
+        return {"text": f"no sector: {exc}", "corners": ("", "")}
+    corners = tuple(f"{edge:.1f}" for edge in sector.edges_deg) if sector.entered else ("", "")
+    return {"text": describe_sector(sector), "corners": corners}

@@ -240,7 +240,7 @@ def devices_page(review: Review, request: Request, session: OfficerSession,
     """The devices placed at an address: online, last frame, calibration, coverage; the
     forms that place a device and remove one (``refused_form``: one shown again)."""
     from analyzer.acoustics.site import GROUND_FACTORS
-    from analyzer.review.fieldcheck import placement_state
+    from analyzer.review.fieldcheck import placement_sector, placement_state
 
     address_id = int(request.path_params["address"])
     now = review.clock()
@@ -250,4 +250,5 @@ def devices_page(review: Review, request: Request, session: OfficerSession,
     states = [(p, *placement_state(review, p, now)) for p in placements]
     return review.render(request, "devices.html", {
         "address": address, "states": states, "now_ns": now, "grounds": tuple(GROUND_FACTORS),
+        "sectors": {p.id: placement_sector(p.site_record) for p in placements},
         **({"refused": refused_form} if refused_form else {})}, status_code)

@@ -6,6 +6,7 @@ whichever was used; a refused form comes back beside its error with what was typ
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from starlette.datastructures import FormData
@@ -13,7 +14,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from analyzer.acoustics import InstallationRecord, site_template
-from analyzer.acoustics.site import validate_site
+from analyzer.acoustics.attribution import PremisesSector
+from analyzer.acoustics.site import describe_sector, validate_site
 from analyzer.cases import (
     ROLES,
     CaseError,
@@ -24,6 +26,7 @@ from analyzer.cases import (
 )
 from analyzer.cases.store import MAX_NOTE_CHARS
 from analyzer.review.context import Review
+from analyzer.review.fieldcheck import placement_record
 from analyzer.review.forms import done, number, shown_again, text
 from analyzer.review.sessions import OfficerSession
 from sensor.configfile import build
@@ -118,6 +121,27 @@ def add_address(review: Review, request: Request, session: OfficerSession | None
 
 # --- devices --------------------------------------------------------------------------------
 
+def sector_of_form(data: FormData, distance_m: float) -> PremisesSector:
+    """The premises' sector from a form's two corner bearings (both empty: not entered);
+    CaseError naming the field otherwise."""
+    first, second = text(data, "corner_1_deg").strip(), text(data, "corner_2_deg").strip()
+    if not first and not second:
+        return PremisesSector()
+    if not first or not second:
+        raise CaseError("premises' corners: give the compass bearings of both outer corners "
+                        "(or neither)")
+    bearings = [number(data, name, what) for name, what in (
+        ("corner_1_deg", "first corner (deg)"), ("corner_2_deg", "second corner (deg)"))]
+    for bearing, what in zip(bearings, ("first corner", "second corner"), strict=True):
+        if not 0.0 <= bearing <= 360.0:
+            raise CaseError(f"{what}: {bearing:g} is not a compass bearing (0-360 degrees)")
+    sector = PremisesSector.from_corners(bearings[0], bearings[1], distance_m)
+    if not sector.entered:
+        raise CaseError("premises' corners: the two bearings are the same; the premises "
+                        "must span an angle")
+    return sector
+
+
 def installation_record(data: FormData, device_id: str, premises: str, officer: str,
                         placed_ns: int) -> str:
     """The installation record (TOML, as ``barkwatch site create`` writes it) from the
@@ -130,7 +154,8 @@ def installation_record(data: FormData, device_id: str, premises: str, officer: 
         "sensor_height_m": number(data, "sensor_height_m", "microphone height (m)"),
         "ground": text(data, "ground"), "installed_by": officer,
         "installed_at": format_time(placed_ns, False)[:10]}
-    record = validate_site(build(InstallationRecord, values))
+    record = dataclasses.replace(validate_site(build(InstallationRecord, values)),
+                                 sector=sector_of_form(data, values["source_to_sensor_m"]))
     return site_template(device_id, **{name: value for name, value in record.as_dict().items()
                                        if name != "device_id"})
 
@@ -160,6 +185,37 @@ def place_device(review: Review, request: Request, session: OfficerSession | Non
                            f"/addresses/{address_id}/devices")
     return done(request, f"Placement #{number_}: {device_id} at {address.premises}, recorded "
                 f"as {session.officer}.", f"/addresses/{address_id}/devices")
+
+
+def set_sector(review: Review, request: Request, session: OfficerSession | None,
+               data: FormData) -> Response:
+    """The field check's premises sector: the placement's installation record again with the
+    sector from the two corners typed (both empty: not entered)."""
+    from analyzer.review.pages import devices_page
+
+    assert session is not None
+    address_id = int(request.path_params["address"])
+    placement_id = int(request.path_params["placement"])
+    page = f"/addresses/{address_id}/devices"
+    with review.case_file() as store:
+        placements = {p.id: p for p in store.placements(address_id)}
+    if placement_id not in placements:
+        return review.error(request, 404, f"Address {address_id} has no placement "
+                            f"{placement_id}.")
+    placement = placements[placement_id]
+    try:
+        record = placement_record(placement.site_record)
+        sector = sector_of_form(data, record.sector.distance_m or record.source_to_sensor_m)
+        updated = dataclasses.replace(record, sector=sector)
+        text_ = site_template(placement.device_id, **{
+            name: value for name, value in updated.as_dict().items() if name != "device_id"})
+        with review.case_file() as store:
+            store.set_site_record(placement_id, text_, session.officer)
+    except REFUSED as exc:
+        return shown_again(review, request, session, devices_page, f"sector-{placement_id}",
+                           f"The premises' sector was not changed: {exc}", data, True, page)
+    return done(request, f"Premises' sector of {placement.device_id}: "
+                f"{describe_sector(sector)}; recorded as {session.officer}.", page)
 
 
 def remove_device(review: Review, request: Request, session: OfficerSession | None,
