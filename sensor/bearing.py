@@ -56,8 +56,10 @@ class ChannelRing:
                              f"{self.channels} channels")
         total = data.shape[0]
         data = data[-self.capacity:, : self.channels]
-        slots = (self.end + total - data.shape[0] + np.arange(data.shape[0])) % self.capacity
-        self.buffer[slots] = data
+        first = (self.end + total - data.shape[0]) % self.capacity
+        head = min(data.shape[0], self.capacity - first)  # up to the buffer's end, then round
+        self.buffer[first:first + head] = data[:head]
+        self.buffer[: data.shape[0] - head] = data[head:]
         self.end += total
         self.filled = min(self.capacity, self.filled + total)
 
@@ -71,7 +73,11 @@ class ChannelRing:
         all kept."""
         if start < self.end - self.filled or stop > self.end or stop <= start:
             return None
-        return self.buffer[np.arange(start, stop) % self.capacity]
+        first = start % self.capacity
+        if first + stop - start <= self.capacity:
+            return self.buffer[first:first + stop - start].copy()
+        return np.concatenate([self.buffer[first:], self.buffer[: first + stop - start
+                                                                 - self.capacity]])
 
 
 @dataclass
