@@ -414,7 +414,14 @@ class ClusterAnalyzer:
             except KeyWrongLastSequenceError:
                 continue  # another analyzer was first
             self._revisions[partition] = revision
-            await asyncio.get_running_loop().run_in_executor(None, self._take, partition)
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self._take, partition)
+            except Exception as exc:  # not served: free the lease at once for anyone to take
+                log.error("partition %d: could not start serving it (%s: %s); lease freed",
+                          partition, type(exc).__name__, exc)
+                self._revisions.pop(partition, None)
+                with contextlib.suppress(Exception):  # else it expires after lease_s
+                    await kv.delete(f"p{partition}")
         if len(self._revisions) > fair:  # an analyzer joined: hand one back per second
             partition = max(self._revisions)
             await asyncio.get_running_loop().run_in_executor(None, self._release, partition)
