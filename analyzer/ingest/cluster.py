@@ -283,6 +283,7 @@ class ClusterAnalyzer:
         self.runners: dict[int, PartitionRunner] = {}
         self.takeovers = 0
         self._revisions: dict[int, int] = {}
+        self._free_since: dict[int, float] = {}  # partition: when it was first seen free
         self._renewed_s = 0.0
         self._stop = threading.Event()
         self._failure: str | None = None
@@ -386,7 +387,11 @@ class ClusterAnalyzer:
         from nats.js.errors import KeyWrongLastSequenceError, NoKeysError
 
         kv = self._kv
-        await kv.put(f"member.{self.name}", b"1")
+        # The value is the wall-clock time of the renewal: a member counts only while it is
+        # recent, whatever the bucket still holds (a member's key outlived its analyzer once,
+        # in a run with a node restarted, which would make the others hand partitions back
+        # to no one).
+        await kv.put(f"member.{self.name}", repr(time.time()).encode())
         for partition in list(self._revisions):
             try:
                 self._revisions[partition] = await kv.update(
@@ -400,20 +405,26 @@ class ClusterAnalyzer:
             keys = await kv.keys()
         except NoKeysError:
             keys = []
-        members = max(1, sum(1 for key in keys if key.startswith("member.")))
+        members = await self._live_members(kv, [k for k in keys if k.startswith("member.")])
         taken = {int(key[1:]) for key in keys if key[:1] == "p" and key[1:].isdecimal()}
         partitions = self.config.cluster.partitions
         fair = math.ceil(partitions / members)
+        now = self._clock()
         for partition in range(partitions):
-            if len(self._revisions) >= fair:
-                break
             if partition in taken or partition in self._revisions:
+                self._free_since.pop(partition, None)
+                continue
+            free_s = now - self._free_since.setdefault(partition, now)
+            # Up to the fair share; beyond it only a partition nobody took for lease_s, so
+            # that no partition stays unserved whatever the count of members says.
+            if len(self._revisions) >= fair and free_s < self.config.cluster.lease_s:
                 continue
             try:
                 revision = await kv.create(f"p{partition}", self.name.encode())
             except KeyWrongLastSequenceError:
                 continue  # another analyzer was first
             self._revisions[partition] = revision
+            self._free_since.pop(partition, None)
             try:
                 await asyncio.get_running_loop().run_in_executor(None, self._take, partition)
             except Exception as exc:  # not served: free the lease at once for anyone to take
@@ -422,13 +433,27 @@ class ClusterAnalyzer:
                 self._revisions.pop(partition, None)
                 with contextlib.suppress(Exception):  # else it expires after lease_s
                     await kv.delete(f"p{partition}")
-        if len(self._revisions) > fair:  # an analyzer joined: hand one back per second
+        others_hold = len(taken - set(self._revisions))
+        if len(self._revisions) > fair and others_hold < (members - 1) * fair:
+            # An analyzer joined (another holds less than its share): hand one back a second.
             partition = max(self._revisions)
             await asyncio.get_running_loop().run_in_executor(None, self._release, partition)
             self._revisions.pop(partition, None)
             await kv.delete(f"p{partition}")
             log.info("partition %d handed back (%d analyzers, fair share %d)", partition,
                      members, fair)
+
+    async def _live_members(self, kv: Any, keys: list[str]) -> int:
+        """Members whose last renewal is under ``lease_s`` old (this one at least)."""
+        live = {self.name}
+        for key in keys:
+            try:
+                entry = await kv.get(key)
+                if time.time() - float(entry.value or b"0") < self.config.cluster.lease_s:
+                    live.add(key.removeprefix("member."))
+            except Exception:  # gone meanwhile, or not a time: not live
+                continue
+        return len(live)
 
     def _take(self, partition: int) -> None:
         started = self._clock()
