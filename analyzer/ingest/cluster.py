@@ -143,6 +143,7 @@ class NatsLink:
         future.add_done_callback(_log_failure)
 
     def close(self) -> None:
+        """Close the connection and stop the loop."""
         if self.nc is not None:
             try:
                 self.call(self.nc.close(), 10)
@@ -322,6 +323,7 @@ class ClusterAnalyzer:
 
     @property
     def failure(self) -> str | None:
+        """Why a partition's worker ended, or None while all run (``analyzer run`` exits 1)."""
         if self._failure is not None:
             return self._failure
         for runner in self.runners.values():
@@ -330,6 +332,7 @@ class ClusterAnalyzer:
         return None
 
     def summary(self) -> str:
+        """Each served partition's counters on one line."""
         return "; ".join(f"p{k}: {r.analyzer.summary()}" for k, r in sorted(self.runners.items()))
 
     @property
