@@ -29,6 +29,7 @@ from analyzer import cli as analyzer_cli
 from analyzer.acoustics.site import InstallationRecord, site_template
 from analyzer.cli.site import load_site_record
 from analyzer.config import AnalyzerConfig, load_analyzer_config
+from sensor.array import ArraySettings
 from sensor.config import SensorConfig, load_sensor_config
 from sensor.errors import ConfigError
 
@@ -38,6 +39,9 @@ FUZZ = settings(max_examples=int(os.environ.get("BARKWATCH_FUZZ_EXAMPLES", "60")
 # Values every loader must take: without them a file is refused whatever else it holds.
 REQUIRED = {
     SensorConfig: {"device_id": "dev-1"},
+    # a preset constrains other keys (audio.channel one of its channels, custom's capsules):
+    # the array's own tests cover them (tests/test_array.py, tests/test_bearing_capture.py)
+    ArraySettings: {"preset": "none"},
     InstallationRecord: {"device_id": "dev-1", "source_to_sensor_m": 12.0,
                          "source_to_boundary_m": 6.0},
 }
@@ -63,7 +67,7 @@ def _toml_value(value: Any) -> str:
         return repr(value)  # nan, inf, -inf and 1e+308 are TOML too
     if isinstance(value, int):
         return str(value)
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return "[" + ", ".join(_toml_value(item) for item in value) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{_toml_string(k)} = {_toml_value(v)}"
@@ -101,7 +105,9 @@ def valid_tables(draw: st.DrawFn, cls: type) -> dict[str, Any]:
             continue
         value = REQUIRED.get(cls, {}).get(spec.name, spec.default)
         meta = spec.metadata
-        if meta.get("choices"):
+        if spec.name in REQUIRED.get(cls, {}):
+            pass
+        elif meta.get("choices"):
             value = draw(st.sampled_from(meta["choices"]))
         elif kind in (int, float) and draw(st.booleans()) and meta.get("min") is not None \
                 and meta.get("max") is not None:
