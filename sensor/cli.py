@@ -141,7 +141,63 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument(
         "--dry-run", action="store_true", help="measure and report, change nothing"
     )
+
+    bearing = sub.add_parser(
+        "bearing-check",
+        help="check the microphone array's orientation with a clap at a known bearing",
+        description="At installation: clap (or play a tone) at a spot whose compass bearing "
+        "from the sensor you know, while this listens. Prints the bearing measured for each "
+        "clap and whether it agrees with --expected; when it does not, the orientation_deg "
+        "that would make it agree. Exits 1 when the check fails. Needs [array].",
+    )
+    bearing.add_argument("--config", required=True, help="sensor configuration file (TOML)")
+    bearing.add_argument("--expected", type=finite_float, required=True, metavar="DEG",
+                         help="compass bearing of the clap's spot from the sensor, degrees")
+    bearing.add_argument("--tolerance", type=finite_float, default=15.0, metavar="DEG",
+                         help="largest accepted difference (default 15 degrees)")
+    bearing.add_argument("--seconds", type=finite_float, default=10.0,
+                         help="capture length (default 10 s)")
+    bearing.add_argument("--input", metavar="FILE",
+                         help="use a recording from the array instead of the microphones")
     return parser
+
+
+def _bearing_check(args: argparse.Namespace) -> int:
+    from sensor.bearing_check import check_bearing, describe
+    from sensor.capture import FileSource, MicrophoneSource
+    from sensor.config import load_sensor_config
+
+    config = load_sensor_config(args.config)
+    if not config.array.can_bear:
+        raise SensorError(f"{args.config}: no microphone array ([array] preset), so no bearing")
+    if not 0.0 <= args.expected <= 360.0 or not args.tolerance > 0 or not args.seconds > 0:
+        raise SensorError("--expected must be 0-360 degrees, --tolerance and --seconds positive")
+    source: FileSource | MicrophoneSource
+    if args.input:
+        source = FileSource(args.input, max_s=args.seconds, channel=config.audio.channel,
+                            keep_channels=True)
+        if source.file_channels < config.input_channels:
+            raise SensorError(
+                f"{args.input} has {source.file_channels} channel(s); the array's capsules "
+                f"are on channels {list(config.array.channels)} (config [array])")
+    else:
+        source = MicrophoneSource(
+            config.audio.device, config.audio.sample_rate, config.audio.block_s,
+            config.audio.queue_blocks, config.audio.channel,
+            max_samples=round(args.seconds * config.audio.sample_rate),
+            input_channels=config.input_channels)
+        log.info("listening %.0f s: clap at the spot %.0f degrees from the sensor ...",
+                 args.seconds, args.expected)
+    blocks = [block.channels for block in source if block.channels is not None]
+    if source.counters.dropped_blocks:
+        raise SensorError("capture blocks were dropped during the check; try again")
+    if not blocks:
+        raise SensorError("nothing was captured")
+    check = check_bearing(np.concatenate(blocks), source.sample_rate, config.array,
+                          config.audio.channel, args.expected, args.tolerance)
+    for line in describe(check):
+        print(line)
+    return 0 if check.passed else 1
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -279,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "calibrate":
             return _calibrate(args)
+        if args.command == "bearing-check":
+            return _bearing_check(args)
         parser.print_help()
         return 2
     except SensorError as exc:
