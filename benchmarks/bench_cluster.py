@@ -27,7 +27,6 @@ from single_thread import ROOT  # first: one BLAS thread before numpy loads
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import multiprocessing as mp  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -38,15 +37,13 @@ from typing import Any  # noqa: E402
 
 from bench_fleet import (  # noqa: E402
     NS,
-    SENSORS_PER_PROCESS,
-    Job,
     LatencyProbe,
     _pct,
     cache_path,
     cached_payloads,
     cpu_seconds,
-    generator,
     receive,
+    start_generators,
 )
 
 PROBES = 20
@@ -93,21 +90,8 @@ def run(n: int, analyzers: int, args: argparse.Namespace, deployment: Any, root:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"partitions not all owned: {sorted(owners(influx))}")
             time.sleep(0.5)
-        context = mp.get_context("spawn")
-        seconds = args.warmup + args.duration
-        for first in range(0, n, SENSORS_PER_PROCESS):
-            sensors = [(i, devices[i], cluster.device_mqtt(devices[i], node=i % 3))
-                       for i in range(first, min(n, first + SENSORS_PER_PROCESS))]
-            mine, theirs = context.Pipe()
-            process = context.Process(target=generator, args=(Job(sensors, n, seconds),
-                                                              str(cache), theirs))
-            process.start()
-            generators.append(process)
-            pipes.append(mine)
-        for pipe, process in zip(pipes, generators, strict=True):
-            answer = receive(pipe, process, 600)
-            if "error" in answer:
-                raise RuntimeError(answer["error"])
+        start_generators(devices, lambda i: cluster.device_mqtt(devices[i], node=i % 3),
+                         args.warmup + args.duration, cache, generators, pipes)
         start_s = math.ceil(time.time()) + 1.0
         window_start_ns = round((start_s + args.warmup) * NS)
         window_end_ns = window_start_ns + args.duration * NS

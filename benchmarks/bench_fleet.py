@@ -266,6 +266,29 @@ def last_stats(influx: Any) -> tuple[int, int, str]:
 
 
 # --- one run ----------------------------------------------------------------------------------
+def start_generators(devices: list[str], mqtt_of: Any, seconds: float, cache: Path,
+                     processes: list[Any], pipes: list[Any]) -> None:
+    """The load generators for ``devices`` (SENSORS_PER_PROCESS a process, sensor i with the
+    MQTT settings ``mqtt_of(i)``), started and ready (their payloads loaded); they wait for
+    the start time sent down their pipe. Appends to ``processes`` and ``pipes`` as it goes, so
+    the caller stops those already started when one fails."""
+    context = mp.get_context("spawn")
+    n = len(devices)
+    for first in range(0, n, SENSORS_PER_PROCESS):
+        sensors = [(i, devices[i], mqtt_of(i))
+                   for i in range(first, min(n, first + SENSORS_PER_PROCESS))]
+        mine, theirs = context.Pipe()
+        process = context.Process(target=generator, args=(Job(sensors, n, seconds),
+                                                          str(cache), theirs))
+        process.start()
+        processes.append(process)
+        pipes.append(mine)
+    for pipe, process in zip(pipes, processes, strict=True):
+        answer = receive(pipe, process, 600)
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+
+
 def run_fleet(n: int, args: argparse.Namespace, deployment: Any, root: Path,
               cache: Path) -> dict[str, Any]:
     from analyzer.deploy.services import InfluxDB, Mosquitto
@@ -299,24 +322,13 @@ def run_fleet(n: int, args: argparse.Namespace, deployment: Any, root: Path,
             if time.monotonic() > deadline or analyzer.poll() is not None:
                 raise RuntimeError(f"the analyzer did not connect; see {state}/analyzer.log")
             time.sleep(0.2)
-        context = mp.get_context("spawn")
-        seconds = args.warmup + args.duration
-        for first in range(0, n, SENSORS_PER_PROCESS):
-            sensors = [(i, devices[i], deployment.device_mqtt(devices[i], broker)
-                        if not args.plain else dataclasses.replace(
-                            deployment.device_mqtt(devices[i], broker), port=broker.port,
-                            tls_ca=""))
-                       for i in range(first, min(n, first + SENSORS_PER_PROCESS))]
-            mine, theirs = context.Pipe()
-            process = context.Process(target=generator, args=(Job(sensors, n, seconds),
-                                                              str(cache), theirs))
-            process.start()
-            processes.append(process)
-            pipes.append(mine)
-        for pipe, process in zip(pipes, processes, strict=True):
-            answer = receive(pipe, process, 600)
-            if "error" in answer:
-                raise RuntimeError(answer["error"])
+
+        def sensor_mqtt(i: int) -> Any:
+            mqtt = deployment.device_mqtt(devices[i], broker)
+            return dataclasses.replace(mqtt, port=broker.port, tls_ca="") if args.plain else mqtt
+
+        start_generators(devices, sensor_mqtt, args.warmup + args.duration, cache, processes,
+                         pipes)
         start_s = math.ceil(time.time()) + 1.0
         window_start_ns = round((start_s + args.warmup) * NS)
         window_end_ns = window_start_ns + args.duration * NS
