@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
+from analyzer.detect.events import DogEvent
 from sensor.configfile import setting
 from sensor.errors import ConfigError
 
@@ -189,3 +190,25 @@ def count_origins(origins: Iterable[str]) -> dict[str, int]:
     for origin in origins:
         counts[origin] += 1
     return counts
+
+
+def attributed(event: DogEvent, bearings: Iterable[tuple[float | None, float | None]],
+               sector: PremisesSector | None) -> DogEvent:
+    """``event`` with its bearing (:func:`event_bearing` of the bearings of the dog frames it
+    spans, ``DevicePipeline.frame_bearings``) and its origin against ``sector``
+    (:func:`classify_bearing`; "no bearing" without a sector, or one not entered). Bearing and
+    uncertainty are rounded to 0.1 degree, as stored, before they are classified."""
+    bearing, uncertainty = event_bearing(bearings)
+    if bearing is not None:
+        bearing = round(bearing, 1) % 360.0
+    if uncertainty is not None:
+        uncertainty = round(uncertainty, 1)
+    origin = NO_BEARING if sector is None else classify_bearing(sector, bearing, uncertainty)
+    return replace(event, bearing_deg=bearing, bearing_uncertainty_deg=uncertainty,
+                   origin=origin)
+
+
+def from_premises(events: Iterable[DogEvent]) -> list[DogEvent]:
+    """The events attributed to the premises' sector (the lower bound the rules are counted
+    over a second time)."""
+    return [e for e in events if e.origin == PREMISES]

@@ -126,6 +126,15 @@ def write_text(document: dict[str, Any], path: str, out: TextIO) -> None:
             print(_finding_line(finding), file=out)
     else:
         print(f"  findings: none ({_rules_line(document['rules'])})", file=out)
+    origins = document.get("origins", {})
+    if origins.get("premises", 0) or origins.get("elsewhere", 0):  # bearings: whose dog
+        print(f"  by bearing: {origins['premises']} event(s) from the premises' sector, "
+              f"{origins['elsewhere']} from elsewhere, {origins['no bearing']} with no "
+              "bearing (docs/BEARING.md); findings from the premises:", file=out)
+        for finding in document["findings_from_premises"]:
+            print(_finding_line(finding), file=out)
+        if not document["findings_from_premises"]:
+            print("    none", file=out)
     if "failure" in document:
         print(f"  FAILED at {document['failure']['time_s']:.3f} s (sample "
               f"{document['failure']['sample_index']}); the lines above cover the audio "

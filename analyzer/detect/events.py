@@ -36,6 +36,12 @@ class DogEvent:
     laeq_db: float
     lafmax_db: float
     model_version: str
+    # Whose dog (issue 36): the event's compass bearing and its half-width from the bearings
+    # of the dog frames it spans, and its origin against the premises' sector ("premises",
+    # "elsewhere" or "no bearing"; analyzer.acoustics.attribution sets all three).
+    bearing_deg: float | None = None
+    bearing_uncertainty_deg: float | None = None
+    origin: str = "no bearing"
 
     @property
     def duration_s(self) -> float:
@@ -153,6 +159,13 @@ class EventTracker:
         else:
             self._rising = run
 
+    def pending_onset_ns(self) -> int | None:
+        """The earliest onset of a run still open or held (None: none), where an event still
+        to come may start."""
+        onsets = [run.onset_ns for run in (self._held, self._current, self._rising)
+                  if run is not None]
+        return min(onsets, default=None)
+
     def flush(self) -> list[DogEvent]:
         """End whatever is open (end of file, or a gap in the data)."""
         done: list[DogEvent] = []
@@ -212,6 +225,12 @@ class BoutTracker:
              laf_db: np.ndarray) -> list[DogEvent]:  # fmt: skip
         """Consume consecutive steps (as :meth:`EventTracker.feed`); return confirmed events."""
         return self._chained(self._candidates.feed(start_ns, hop_s, scores, laeq_db, laf_db))
+
+    def pending_onset_ns(self) -> int | None:
+        """The earliest onset of a candidate still held or open (None: none)."""
+        onsets = [c.onset_ns for c in self._chain[:1]]
+        pending = self._candidates.pending_onset_ns()
+        return min(onsets + ([] if pending is None else [pending]), default=None)
 
     def flush(self) -> list[DogEvent]:
         """End whatever is open; the context ends here too (a gap in the data, the end)."""

@@ -87,6 +87,9 @@ class DevicePipeline:
         self._laf = np.zeros(0, dtype=np.float32)
         self._patch_starts_ns = np.zeros(0, dtype=np.int64)  # patches that may cover them
         self._patch_scores = np.zeros(0, dtype=np.float32)
+        # (capture ns, end ns, bearing, uncertainty) of the frames with a bearing that an
+        # event still to come may span (issue 36): :meth:`frame_bearings`
+        self._bearings: list[tuple[int, int, float, float | None]] = []
 
     @property
     def model_version(self) -> str:
@@ -124,6 +127,11 @@ class DevicePipeline:
         elif frame.model_versions != self._sensor_versions:
             log.warning("device %s: sensor networks changed from %s to %s", self.device_id,
                         self._sensor_versions, frame.model_versions)  # fmt: skip
+        self._forget_bearings()
+        if frame.bearing_deg is not None:
+            uncertainty = frame.bearing_uncertainty_deg
+            self._bearings.append((frame.capture_ns, frame.end_ns, float(frame.bearing_deg),
+                                   None if uncertainty is None else float(uncertainty)))
         events: list[DogEvent] = []
         if (
             self._expected_ns is not None
@@ -146,6 +154,25 @@ class DevicePipeline:
         events.extend(tracked)
         self._expected_ns = frame.end_ns
         return FrameResult(float(fused.max(initial=0.0)), events, start_ns, fused)
+
+    def frame_bearings(self, onset_ns: int, offset_ns: int
+                       ) -> list[tuple[float, float | None]]:
+        """The (bearing, uncertainty) of each frame with a bearing that overlaps
+        [``onset_ns``, ``offset_ns``): the stretches of an event this pipeline returned, asked
+        before the next frame is fed (``analyzer.acoustics.attribution.attributed``)."""
+        return [(b, u) for start, end, b, u in self._bearings
+                if start < offset_ns and end > onset_ns]
+
+    def _forget_bearings(self) -> None:
+        """Drop the bearings of frames that end before any event still to come can start:
+        the tracker's earliest open run, or the next step to be scored."""
+        if not self._bearings:
+            return
+        pending = self.tracker.pending_onset_ns() if self.tracker is not None else None
+        keep_from = min(t for t in (pending, self._scores_ns) if t is not None) if (
+            pending is not None or self._scores_ns is not None) else None
+        self._bearings = [] if keep_from is None else [
+            entry for entry in self._bearings if entry[1] > keep_from]
 
     def _track(self, cnn: np.ndarray) -> tuple[np.ndarray, list[DogEvent]]:
         assert self.tracker is not None and self._scores_ns is not None

@@ -1,11 +1,13 @@
 """Everything the live analyzer does with one device's frames, in capture order.
 
 One pass per frame: the detector scores it and tracks events (:mod:`analyzer.detect`), each
-event gets its level 100 ft beyond the boundary and audibility (:mod:`analyzer.acoustics`, when
-the device has an installation record), then the rules take the events and the frame's
-coverage and the evidence code seals what they completed (:mod:`analyzer.ordinance.findings`),
-and the results become InfluxDB points (:mod:`analyzer.store.points`) and MQTT messages. The
-service owns the sockets. Time is always capture time.
+event gets its bearing and origin against the premises' sector
+(:mod:`analyzer.acoustics.attribution`, issue 36), its level 100 ft beyond the boundary and
+audibility (:mod:`analyzer.acoustics`, when the device has an installation record), then the
+rules take the events and the frame's coverage and the evidence code seals what they completed
+(:mod:`analyzer.ordinance.findings`), and the results become InfluxDB points
+(:mod:`analyzer.store.points`) and MQTT messages. The service owns the sockets. Time is always
+capture time.
 
 After a restart the rules are primed from what InfluxDB already holds (events and coverage of
 the last ``PRIME_S``), so an episode in progress continues and nothing is counted twice;
@@ -21,6 +23,7 @@ from typing import Any
 from influxdb_client import Point
 
 from analyzer.acoustics import AudibilityAssessor, InstallationRecord
+from analyzer.acoustics.attribution import attributed
 from analyzer.config import AnalyzerConfig
 from analyzer.detect import DevicePipeline, DogEvent
 from analyzer.errors import InfluxUnavailable
@@ -70,6 +73,7 @@ class DeviceAnalysis:
         self.device_id = device_id
         self.pipeline = DevicePipeline(device_id, config.detector)
         self.assessor = AudibilityAssessor(site, config.audibility) if site else None
+        self.sector = site.sector if site is not None else None
         self.rules = DeviceRules(device_id, config.rules, chain)
         self._next_progress_ns = 0
         self._next_background_ns = 0
@@ -102,7 +106,9 @@ class DeviceAnalysis:
     def _record_events(self, events: list[DogEvent], out: DeviceOutput) -> list[RuleEvent]:
         """Assess each event's audibility, add its point to ``out``; the events for the rules."""
         rule_events = []
-        for event in events:
+        for found in events:
+            event = attributed(found, self.pipeline.frame_bearings(found.onset_ns,
+                                                                   found.offset_ns), self.sector)
             audibility = self.assessor.assess(event) if self.assessor is not None else None
             rule_events.append(rule_event(event, audibility))
             out.points.append(event_point(event, audibility))

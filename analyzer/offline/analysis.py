@@ -31,6 +31,7 @@ from analyzer.acoustics import (
     InstallationRecord,
     parameters,
 )
+from analyzer.acoustics.attribution import attributed, count_origins, from_premises
 from analyzer.config import DetectorSettings
 from analyzer.detect import DevicePipeline, DogEvent
 from analyzer.ordinance import Coverage, RuleSettings, findings_for_events, finite_json
@@ -295,6 +296,7 @@ def analyze(
     audibility_settings = audibility_settings or AudibilitySettings()
     source = FileSource(path, block_s=1.0)
     pipeline = DevicePipeline("offline", settings)
+    sector = site.sector if site is not None else None
     assessor = AudibilityAssessor(site, audibility_settings) if site is not None else None
     assessed: dict[int, EventAudibility | None] = {}
     events: list[DogEvent] = []
@@ -307,11 +309,13 @@ def analyze(
     try:
         for frame in measured_frames(source, full_scale_db, settings.model_path):
             result = pipeline.feed(frame)
+            found = [attributed(e, pipeline.frame_bearings(e.onset_ns, e.offset_ns), sector)
+                     for e in result.events]  # before the next frame: the bearings kept
             if assessor is not None:
                 assessor.observe(frame, result.max_dog_score)
-                for event in result.events:
+                for event in found:
                     assessed[event.onset_ns] = assessor.assess(event)
-            events.extend(result.events)
+            events.extend(found)
             max_score = max(max_score, result.max_dog_score)
             coverage.add(frame.capture_ns, frame.end_ns)
             frames_measured += 1
@@ -335,6 +339,8 @@ def analyze(
     # stores for each frame (a live stream has no end to score them at).
     max_score = max(max_score, final.max_dog_score)
     for event in final.events:
+        event = attributed(event, pipeline.frame_bearings(event.onset_ns, event.offset_ns),
+                           sector)
         events.append(event)
         if assessor is not None:
             assessed[event.onset_ns] = assessor.assess(event)
@@ -358,13 +364,14 @@ def analyze(
                 "laeq_db": e.laeq_db,
                 "lafmax_db": e.lafmax_db,
                 **_audibility_fields(assessed.get(e.onset_ns)),
+                "bearing_deg": e.bearing_deg,
+                "bearing_uncertainty_deg": e.bearing_uncertainty_deg,
+                "origin": e.origin,
             }
             for e in events
         ],
-        "findings": findings_for_events(
-            events, assessed, coverage.intervals(),
-            settings=rule_settings, site=site.address if site is not None else "",
-        ),
+        **rule_findings(events, assessed, coverage.intervals(), rule_settings,
+                        site.address if site is not None else ""),
         "rules": asdict(rule_settings or RuleSettings()),
         "audibility": parameters(site, audibility_settings) if site is not None else None,
     }
@@ -380,6 +387,21 @@ def analyze(
     if frame_rows is not None:
         frame_rows.close()
     return FileAnalysis(document)
+
+
+def rule_findings(events: list[DogEvent], assessed: dict[int, EventAudibility | None],
+                  coverage: list[tuple[int, int]], rule_settings: RuleSettings | None,
+                  site: str) -> dict[str, Any]:
+    """The document's findings: the rules over all events (``findings``, the upper bound) and
+    again over the events attributed to the premises' sector (``findings_from_premises``, the
+    lower bound; issue 36), and how many events came from where (``origins``)."""
+    return {
+        "findings": findings_for_events(events, assessed, coverage, settings=rule_settings,
+                                        site=site),
+        "findings_from_premises": findings_for_events(
+            from_premises(events), assessed, coverage, settings=rule_settings, site=site),
+        "origins": count_origins(e.origin for e in events),
+    }
 
 
 def _frame_row(frame: Frame, dog_score: float) -> dict[str, Any]:

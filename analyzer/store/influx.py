@@ -128,7 +128,8 @@ def level_point(frame: Frame, max_dog_score: float | None) -> Point:
 
 
 def event_point(event: DogEvent, audibility: EventAudibility | None = None) -> Point:
-    """The ``dog_event`` point of one event, at its onset, with its audibility when known."""
+    """The ``dog_event`` point of one event, at its onset, with its origin (issue 36), its
+    bearing when it has one and its audibility when known."""
     point = (
         Point("dog_event")
         .tag("device", event.device_id)
@@ -139,8 +140,14 @@ def event_point(event: DogEvent, audibility: EventAudibility | None = None) -> P
         .field("laeq_db", _finite("laeq_db", event.laeq_db))
         .field("lafmax_db", _finite("lafmax_db", event.lafmax_db))
         .field("model_version", event.model_version)
+        .field("origin", event.origin)
         .time(event.onset_ns, WritePrecision.NS)
     )
+    if event.bearing_deg is not None:  # whose dog (issue 36): absent for no bearing
+        point.field("bearing_deg", _finite("bearing_deg", event.bearing_deg))
+    if event.bearing_uncertainty_deg is not None:
+        point.field("bearing_uncertainty_deg",
+                    _finite("bearing_uncertainty_deg", event.bearing_uncertainty_deg))
     if audibility is not None:
         for key, value in audibility.as_dict().items():
             if isinstance(value, float):
