@@ -25,7 +25,6 @@ from __future__ import annotations
 from single_thread import ROOT  # first: one BLAS thread before numpy loads
 # isort: on
 import argparse  # noqa: E402
-import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
@@ -42,6 +41,7 @@ from bench_fleet import (  # noqa: E402
     cache_path,
     cached_payloads,
     cpu_seconds,
+    emit_row,
     receive,
     start_generators,
 )
@@ -190,11 +190,7 @@ def main() -> int:
             (root / "sites" / f"{device}.toml").write_text(
                 site_template(device, source_to_sensor_m=8.0, source_to_boundary_m=12.0))
         for analyzers in counts:
-            row = run(args.sensors, analyzers, args, deployment, root, cache)
-            print(json.dumps(row), flush=True)
-            if args.json:
-                with open(args.json, "a") as out:
-                    out.write(json.dumps(row) + "\n")
+            emit_row(run(args.sensors, analyzers, args, deployment, root, cache), args.json)
     return 0
 
 

@@ -266,6 +266,14 @@ def last_stats(influx: Any) -> tuple[int, int, str]:
 
 
 # --- one run ----------------------------------------------------------------------------------
+def emit_row(row: dict[str, Any], jsonl: str | None) -> None:
+    """Print one run's figures as a JSON line, and append it to ``jsonl`` when given."""
+    print(json.dumps(row), flush=True)
+    if jsonl:
+        with open(jsonl, "a") as out:
+            out.write(json.dumps(row) + "\n")
+
+
 def start_generators(devices: list[str], mqtt_of: Any, seconds: float, cache: Path,
                      processes: list[Any], pipes: list[Any]) -> None:
     """The load generators for ``devices`` (SENSORS_PER_PROCESS a process, sensor i with the
@@ -483,11 +491,7 @@ def main() -> int:
         print(f"provisioned {max(sizes)} device accounts in "
               f"{time.perf_counter() - started:.1f} s", flush=True)
         for n in sizes:
-            row = run_fleet(n, args, deployment, root, cache)
-            print(json.dumps(row), flush=True)
-            if args.json:
-                with open(args.json, "a") as out:
-                    out.write(json.dumps(row) + "\n")
+            emit_row(run_fleet(n, args, deployment, root, cache), args.json)
     return 0
 
 

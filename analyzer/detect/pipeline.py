@@ -169,10 +169,9 @@ class DevicePipeline:
         if not self._bearings:
             return
         pending = self.tracker.pending_onset_ns() if self.tracker is not None else None
-        keep_from = min(t for t in (pending, self._scores_ns) if t is not None) if (
-            pending is not None or self._scores_ns is not None) else None
-        self._bearings = [] if keep_from is None else [
-            entry for entry in self._bearings if entry[1] > keep_from]
+        bounds = [t for t in (pending, self._scores_ns) if t is not None]
+        self._bearings = [entry for entry in self._bearings
+                          if entry[1] > min(bounds)] if bounds else []
 
     def _track(self, cnn: np.ndarray) -> tuple[np.ndarray, list[DogEvent]]:
         assert self.tracker is not None and self._scores_ns is not None
