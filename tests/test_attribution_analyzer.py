@@ -26,7 +26,8 @@ from analyzer.detect.pipeline import DevicePipeline
 from analyzer.detect.settings import DetectorSettings
 from analyzer.ingest.device import DeviceAnalysis
 from analyzer.offline.analysis import frames_of_file, rule_findings
-from analyzer.ordinance import EvidenceChain, RuleSettings
+from analyzer.ordinance import EvidenceChain, EvidenceWindow, RuleSettings
+from analyzer.ordinance.rules import Finding
 from analyzer.store.influx import event_point
 from sensor.frames import frames_from_samples
 from sensor.wire import Frame
@@ -117,6 +118,38 @@ def test_the_live_analyzer_stores_each_events_origin_and_bearing(
     assert len(events) == 2
     assert 'origin="premises"' in events[0] and "bearing_deg=92" in events[0]
     assert 'origin="elsewhere"' in events[1] and "bearing_deg=135" in events[1]
+
+
+class SealedWindows(EvidenceChain):
+    """The chain, keeping every window it seals."""
+
+    def __init__(self, sectors: dict[str, PremisesSector | None]) -> None:
+        super().__init__(sectors=sectors)
+        self.sealed: list[EvidenceWindow] = []
+
+    def seal(self, finding: Finding) -> EvidenceWindow:
+        window = super().seal(finding)
+        self.sealed.append(window)
+        return window
+
+
+def test_the_live_analyzers_window_counts_the_rule_over_the_premises_events_too(
+        bark_and_quiet: tuple[Frame, Frame]) -> None:
+    bark, quiet = bark_and_quiet
+    site = InstallationRecord(device_id="offline", source_to_sensor_m=8.0,
+                              source_to_boundary_m=12.0, sector=SECTOR)
+    chain = SealedWindows(sectors={"offline": SECTOR})  # as the service sets it from the site
+    analysis = DeviceAnalysis("offline", AnalyzerConfig(), site, chain)
+    barks = {t: DOG_A_DEG for t in (10, 110, 210)} | {t: DOG_B_DEG for t in range(300, 781, 20)}
+    for frame in _scene(bark, quiet, barks, 1000):
+        analysis.feed(frame)
+    (window,) = chain.sealed
+    content = window.fields
+    assert content["rule"] == "continuous"
+    assert content["from_premises"] == {
+        "sector": {"bearing_deg": "90.000000", "half_width_deg": "20.000000"},
+        "origins": {PREMISES: 0, ELSEWHERE: 25, NO_BEARING: 0}, "events_counted": 0,
+        "start_ns": None, "end_ns": None, "longest_s": "0.000000", "holds": False}
 
 
 def test_without_a_sector_or_a_bearing_every_event_has_no_bearing(

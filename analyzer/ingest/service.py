@@ -560,6 +560,7 @@ class Analyzer:
                 log.warning("no installation record %s: %s's events get no audibility "
                             "decision", path, device)
         self._chain.sites[device] = site.address if site is not None else ""
+        self._chain.sectors[device] = site.sector if site is not None else None
         analysis = DeviceAnalysis(device, self.config, site, self._chain)
         analysis.prime(self.influx, first_frame_ns)
         return analysis

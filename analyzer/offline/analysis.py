@@ -31,7 +31,12 @@ from analyzer.acoustics import (
     InstallationRecord,
     parameters,
 )
-from analyzer.acoustics.attribution import attributed, count_origins, from_premises
+from analyzer.acoustics.attribution import (
+    PremisesSector,
+    attributed,
+    count_origins,
+    from_premises,
+)
 from analyzer.config import DetectorSettings
 from analyzer.detect import DevicePipeline, DogEvent
 from analyzer.ordinance import Coverage, RuleSettings, findings_for_events, finite_json
@@ -371,7 +376,7 @@ def analyze(
             for e in events
         ],
         **rule_findings(events, assessed, coverage.intervals(), rule_settings,
-                        site.address if site is not None else ""),
+                        site.address if site is not None else "", sector),
         "rules": asdict(rule_settings or RuleSettings()),
         "audibility": parameters(site, audibility_settings) if site is not None else None,
     }
@@ -391,15 +396,17 @@ def analyze(
 
 def rule_findings(events: list[DogEvent], assessed: dict[int, EventAudibility | None],
                   coverage: list[tuple[int, int]], rule_settings: RuleSettings | None,
-                  site: str) -> dict[str, Any]:
-    """The document's findings: the rules over all events (``findings``, the upper bound) and
+                  site: str, sector: PremisesSector | None = None) -> dict[str, Any]:
+    """The document's findings: the rules over all events (``findings``, the upper bound; each
+    window's ``from_premises`` says whether its rule holds over the sector's events alone) and
     again over the events attributed to the premises' sector (``findings_from_premises``, the
     lower bound; issue 36), and how many events came from where (``origins``)."""
     return {
         "findings": findings_for_events(events, assessed, coverage, settings=rule_settings,
-                                        site=site),
+                                        site=site, sector=sector),
         "findings_from_premises": findings_for_events(
-            from_premises(events), assessed, coverage, settings=rule_settings, site=site),
+            from_premises(events), assessed, coverage, settings=rule_settings, site=site,
+            sector=sector),
         "origins": count_origins(e.origin for e in events),
     }
 

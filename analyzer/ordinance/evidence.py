@@ -27,7 +27,9 @@ from statistics import median
 from typing import Any
 
 from analyzer import __version__
+from analyzer.acoustics.attribution import PremisesSector
 from analyzer.errors import AnalyzerError
+from analyzer.ordinance.premises import premises_count
 from analyzer.ordinance.rules import (
     COMPLETED,
     CONTINUOUS,
@@ -39,7 +41,12 @@ from analyzer.ordinance.rules import (
     RuleEvent,
 )
 
-SCHEMA = "barkwatch.evidence_window/1"
+# Schema 2 (issue 36) adds ``from_premises`` (:mod:`analyzer.ordinance.premises`) and each
+# event's bearing and origin to the events it rests on; a window sealed as schema 1 is
+# recomputed as schema 1.
+SCHEMA = "barkwatch.evidence_window/2"
+SCHEMA_V1 = "barkwatch.evidence_window/1"
+BEARING_EVENT_FIELDS = ("bearing_deg", "bearing_uncertainty_deg", "origin")
 GENESIS_DIGEST = "0" * 64
 FLOAT_DECIMALS = 6
 PROGRESS_TOPIC = "barkwatch/v1/progress/{device}"
@@ -103,20 +110,23 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def event_record(event: RuleEvent) -> dict[str, Any]:
-    """The event as it enters the digest (every stored field of a ``dog_event`` point)."""
+def event_record(event: RuleEvent, schema: str = SCHEMA) -> dict[str, Any]:
+    """The event as it enters the digest (every stored field of a ``dog_event`` point; its
+    bearing and origin from schema 2 on)."""
+    bearing = {} if schema == SCHEMA_V1 else {
+        name: getattr(event, name) for name in BEARING_EVENT_FIELDS}
     return {
         "device": event.device_id, "onset_ns": event.onset_ns, "offset_ns": event.offset_ns,
         "label": event.label, "confidence": event.confidence, "laeq_db": event.laeq_db,
         "lafmax_db": event.lafmax_db, "model_version": event.model_version,
-        **{name: getattr(event, name) for name in AUDIBILITY_EVENT_FIELDS},
+        **{name: getattr(event, name) for name in AUDIBILITY_EVENT_FIELDS}, **bearing,
     }
 
 
-def events_digest(events: Iterable[RuleEvent]) -> str:
+def events_digest(events: Iterable[RuleEvent], schema: str = SCHEMA) -> str:
     """SHA-256 of the canonical list of ``events`` (in capture order)."""
     ordered = sorted(events, key=lambda e: e.key)
-    return sha256_hex(canonical_json([event_record(e) for e in ordered]))
+    return sha256_hex(canonical_json([event_record(e, schema) for e in ordered]))
 
 
 def dog_event_fields(event: RuleEvent) -> dict[str, bool | float]:
@@ -184,16 +194,23 @@ def longest_gap_s(events: Sequence[RuleEvent]) -> float:
 
 
 def window_fields(finding: Finding, prev_digest: str, site: str,
-                  software_version: str = __version__) -> dict[str, Any]:
-    """The window's content as plain JSON-ready values (floats rounded, not yet canonical)."""
+                  software_version: str = __version__, sector: PremisesSector | None = None,
+                  schema: str = SCHEMA) -> dict[str, Any]:
+    """The window's content as plain JSON-ready values (floats rounded, not yet canonical);
+    ``sector`` the premises' sector the events were attributed against (schema 2 on)."""
+    if schema not in (SCHEMA, SCHEMA_V1):
+        raise EvidenceError(f"evidence window schema {schema!r} is not known (this software "
+                            f"seals {SCHEMA} and recomputes {SCHEMA_V1})")
     counted = finding.counted
     margins = [e.audibility_margin_db for e in counted if e.audibility_margin_db is not None]
     at_100ft = [e.level_at_100ft_db for e in counted if e.level_at_100ft_db is not None]
     uncertainty = [e.uncertainty_db for e in counted if e.uncertainty_db is not None]
     scores = [e.audibility_score for e in counted if e.audibility_score is not None]
     gaps = finding.coverage_gaps
+    premises = {} if schema == SCHEMA_V1 else {
+        "from_premises": premises_count(finding, sector)}
     return {
-        "schema": SCHEMA, "device": finding.device_id, "site": site, "rule": finding.rule,
+        "schema": schema, "device": finding.device_id, "site": site, "rule": finding.rule,
         "status": finding.status, "violation": True,
         "start_ns": finding.start_ns, "end_ns": finding.end_ns,
         "duration_s": finding.duration_s, "threshold_crossed_ns": finding.threshold_crossed_ns,
@@ -226,8 +243,9 @@ def window_fields(finding: Finding, prev_digest: str, site: str,
         "model_versions": sorted({e.model_version for e in finding.events}),
         "software_version": software_version,
         "parameters": asdict(finding.settings),
-        "events_sha256": events_digest(finding.events),
+        "events_sha256": events_digest(finding.events, schema),
         "prev_digest": prev_digest,
+        **premises,
     }
 
 
@@ -249,32 +267,38 @@ class EvidenceWindow:
 
 
 def seal(finding: Finding, prev_digest: str, site: str,
-         software_version: str = __version__) -> EvidenceWindow:
+         software_version: str = __version__, sector: PremisesSector | None = None,
+         schema: str = SCHEMA) -> EvidenceWindow:
     """Seal a completed finding into an evidence window chained to ``prev_digest``."""
     if finding.status != COMPLETED:
         raise EvidenceError(f"{finding.rule} finding of {finding.device_id} at "
                             f"{finding.start_ns} ns is {finding.status}; only completed "
                             "findings are sealed")
-    content = canonical_json(window_fields(finding, prev_digest, site, software_version))
+    content = canonical_json(window_fields(finding, prev_digest, site, software_version,
+                                           sector, schema))
     return EvidenceWindow(finding.device_id, finding.rule, finding.start_ns, finding.close_ns,
                           content, sha256_hex(content))
 
 
 class EvidenceChain:
     """The head of each device's chain; seal completed findings in the order the engine
-    returns them (chain order). Live: load the heads from storage at start-up."""
+    returns them (chain order). Live: load the heads from storage at start-up. ``sectors``:
+    each device's premises' sector, stated in its windows (none: not entered)."""
 
     def __init__(self, site_by_device: Mapping[str, str] | None = None,
                  heads: Mapping[str, str] | None = None,
-                 software_version: str = __version__) -> None:
+                 software_version: str = __version__,
+                 sectors: Mapping[str, PremisesSector | None] | None = None) -> None:
         self.sites = dict(site_by_device or {})
         self.heads = dict(heads or {})
         self.software_version = software_version
+        self.sectors = dict(sectors or {})
 
     def seal(self, finding: Finding) -> EvidenceWindow:
         """Seal ``finding`` after the device's previous window and advance the head."""
         window = seal(finding, self.heads.get(finding.device_id, GENESIS_DIGEST),
-                      self.sites.get(finding.device_id, ""), self.software_version)
+                      self.sites.get(finding.device_id, ""), self.software_version,
+                      self.sectors.get(finding.device_id))
         self.heads[finding.device_id] = window.digest
         return window
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from analyzer import __version__
 from analyzer.acoustics import EventAudibility
+from analyzer.acoustics.attribution import PremisesSector
 from analyzer.detect import DogEvent
 from analyzer.ordinance.evidence import EvidenceChain, EvidenceWindow, window_fields
 from analyzer.ordinance.rules import (
@@ -83,17 +84,21 @@ def findings_for_events(
     device_id: str = "offline",
     site: str = "",
     software_version: str = __version__,
+    sector: PremisesSector | None = None,
 ) -> list[dict[str, Any]]:
     """Offline findings: ``audibility_by_event`` keyed by onset_ns (missing = not assessed),
     ``coverage`` the measured [start_ns, end_ns) intervals (offline: (0, frames * 1 s)).
     Each finding: ``rule``, ``start_s``, ``end_s``, ``duration_s``, ``violation`` (seconds
-    from the file start), then the window's content, ``digest`` and ``prev_digest``."""
+    from the file start), then the window's content, ``digest`` and ``prev_digest``;
+    ``sector`` the premises' sector the events were attributed against (``from_premises``)."""
     rule_events = [rule_event(e, audibility_by_event.get(e.onset_ns)) for e in events]
-    chain = EvidenceChain({device_id: site}, software_version=software_version)
+    chain = EvidenceChain({device_id: site}, software_version=software_version,
+                          sectors={device_id: sector})
     out: list[dict[str, Any]] = []
     for finding in evaluate(device_id, rule_events, coverage, settings):
         window = chain.seal(finding)
-        fields = window_fields(finding, window.fields["prev_digest"], site, software_version)
+        fields = window_fields(finding, window.fields["prev_digest"], site, software_version,
+                               sector)
         out.append({"rule": finding.rule, "start_s": round(finding.start_ns / NS, 3),
                     "end_s": round(finding.end_ns / NS, 3),
                     "duration_s": round(finding.duration_s, 3), "violation": True,

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from analyzer.acoustics import EventAudibility
+from analyzer.acoustics.attribution import NO_BEARING
 from analyzer.detect import DogEvent
 from analyzer.errors import AnalyzerError
 from analyzer.ordinance.coverage import Coverage
@@ -115,6 +116,11 @@ class RuleEvent:
     level_at_100ft_db: float | None = None
     uncertainty_db: float | None = None
     audibility_score: float | None = None
+    # Whose dog (issue 36): the event's compass bearing, its half-width and its origin
+    # against the premises' sector, as stored ("premises", "elsewhere" or "no bearing").
+    bearing_deg: float | None = None
+    bearing_uncertainty_deg: float | None = None
+    origin: str = NO_BEARING
 
     def __post_init__(self) -> None:
         if self.offset_ns < self.onset_ns:
@@ -140,6 +146,8 @@ def rule_event(event: DogEvent, audibility: EventAudibility | None) -> RuleEvent
         level_at_100ft_db=_opt(fields.get("level_at_100ft_db")),
         uncertainty_db=_opt(fields.get("uncertainty_db")),
         audibility_score=_opt(fields.get("audibility_score")),
+        bearing_deg=event.bearing_deg, bearing_uncertainty_deg=event.bearing_uncertainty_deg,
+        origin=event.origin,
     )
 
 

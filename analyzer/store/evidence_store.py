@@ -3,8 +3,9 @@
 Recomputation (``barkwatch findings recompute``) re-reads the stored ``dog_event`` points
 (with their audibility fields) and the coverage (the scored ``level`` points: those with a
 ``max_dog_score`` field, one second each), runs the rules with the parameters printed in the
-stored windows, re-seals every finding with the stored window's ``prev_digest``, site and
-software version, and compares the canonical content byte for byte. It also checks each
+stored windows, re-seals every finding with the stored window's ``prev_digest``, site,
+software version, schema and premises' sector (issue 36: the events' stored origins give its
+``from_premises``), and compares the canonical content byte for byte. It also checks each
 stored window's own digest and that the chain has no missing link and no fork.
 """
 
@@ -17,6 +18,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
+from analyzer.acoustics.attribution import NO_BEARING, PremisesSector
 from analyzer.ordinance import (
     GENESIS_DIGEST,
     NS,
@@ -64,7 +66,8 @@ def _float(value: Any) -> float | None:
 
 def load_events(client: InfluxClient, device_id: str, start_ns: int,
                 end_ns: int) -> list[RuleEvent]:
-    """The stored ``dog_event`` points of a device with onset in [start_ns, end_ns]."""
+    """The stored ``dog_event`` points of a device with onset in [start_ns, end_ns], with
+    their origin and bearing (the windows' ``from_premises`` count the origins)."""
     rows = _rows(client, "* FROM dog_event", _device_clause(device_id), start_ns, end_ns)
     return [
         RuleEvent(
@@ -78,6 +81,9 @@ def load_events(client: InfluxClient, device_id: str, start_ns: int,
             level_at_100ft_db=_float(r.get("level_at_100ft_db")),
             uncertainty_db=_float(r.get("uncertainty_db")),
             audibility_score=_float(r.get("audibility_score")),
+            bearing_deg=_float(r.get("bearing_deg")),
+            bearing_uncertainty_deg=_float(r.get("bearing_uncertainty_deg")),
+            origin=str(r.get("origin") or NO_BEARING),  # absent: stored before issue 36
         )
         for r in rows
     ]
@@ -203,6 +209,14 @@ def recompute(client: InfluxClient, device_id: str, start_ns: int, end_ns: int,
     return report
 
 
+def stored_sector(fields: dict[str, Any]) -> PremisesSector | None:
+    """The premises' sector a stored window states it was judged against, or None."""
+    sector = (fields.get("from_premises") or {}).get("sector")
+    if not sector:
+        return None
+    return PremisesSector(float(sector["bearing_deg"]), float(sector["half_width_deg"]))
+
+
 def _compare(report: RecomputeReport, found: list[Any], group: list[StoredWindow],
              check_missing: bool) -> None:
     index = {(s.window.rule, s.window.start_ns): s for s in group}
@@ -217,7 +231,8 @@ def _compare(report: RecomputeReport, found: list[Any], group: list[StoredWindow
             continue
         stored_fields = json.loads(s.window.content)
         again = seal(finding, s.prev_digest, str(stored_fields.get("site", "")),
-                     str(stored_fields.get("software_version", "")))
+                     str(stored_fields.get("software_version", "")),
+                     stored_sector(stored_fields), str(stored_fields.get("schema", "")))
         if again.content == s.window.content and again.digest == s.window.digest:
             report.verified += 1
         else:
