@@ -89,6 +89,19 @@ def test_the_finding_page_lists_each_event_to_the_second_with_its_levels(
                                    "02:35:01 UTC)", "16"]
 
 
+def test_the_finding_page_says_the_sector_was_not_entered_and_draws_no_bearing_plot(
+        server: Server) -> None:
+    # the scene's device has no premises' sector in its windows and no event a bearing
+    # (issue 36; tests/test_report_bearings.py has a window with both)
+    status, _, body = _signed_in(server).request(_finding(server, INTERMITTENT))
+    assert status == 200
+    assert ("<td>From the premises&#39; sector (whose dog)</td><td>the premises&#x27; sector "
+            "is not entered in the installation record: no event is attributed (of the "
+            "counted events 0 from the sector, 0 from elsewhere, 16 with no bearing)</td>"
+            in body)
+    assert 'id="bearing-plot"' not in body
+
+
 def test_rejecting_the_first_barks_until_the_episode_is_seven_minutes_or_less_ends_the_finding(
         server: Server) -> None:
     browser = _signed_in(server)

@@ -12,6 +12,7 @@ from analyzer.cases import VERIFIED, Complaint, format_time, shown_safely
 from analyzer.cases.checklist import CONDITION_TEXT
 from analyzer.ordinance import GENESIS_DIGEST
 from analyzer.reports import ordinance_text as text
+from analyzer.reports.bearings import bearings_plot, premises_summary
 from analyzer.reports.event_review import verdicts_section, window_heading
 from analyzer.reports.gather import CALIBRATION_DATE, ReportData, WindowEvidence
 from analyzer.reports.paper import DEFAULT_PAPER, page_css
@@ -274,6 +275,7 @@ def element_rows(evidence: WindowEvidence) -> list[tuple[str, str]]:
         ("Calibration", _e(_calibration(evidence, levels))),
         ("Classifier and software", _e(f"classifier {', '.join(f.get('model_versions', []))}"
                                        f"; Barkwatch {f.get('software_version', '?')}")),
+        ("From the premises' sector (whose dog)", _e(premises_summary(f, link.rule))),
         ("Reading of the rule", _e(f.get("reading", ""))),
         ("Sensitivity to the gap", _e(sensitivity or "not stated")),
         ("Verification now", _verification(evidence)),
@@ -294,8 +296,9 @@ def _elements(data: ReportData) -> str:
             parts.append(f"<p>{_verification(evidence)}</p>")
             continue
         parts.append(_table(["Element", "Evidence"], element_rows(evidence)))
-        for letter, (title, caption, uri) in zip("abcd", window_plots(evidence),
-                                                 strict=False):
+        polar = bearings_plot(evidence)
+        plots = [*window_plots(evidence), *([polar] if polar is not None else [])]
+        for letter, (title, caption, uri) in zip("abcde", plots, strict=False):
             parts.append(f"<figure><img alt='{_e(title)}' src='{uri}'><figcaption>"
                          f"<strong>Figure 3.{number}{letter}.</strong> {_e(caption)}"
                          "</figcaption></figure>")

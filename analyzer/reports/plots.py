@@ -43,7 +43,8 @@ SHADING_LABELS = ("plainly audible at 100 ft (dark)", "not assessed (grey, hatch
                   "not plainly audible at 100 ft (light)")
 
 
-def _data_uri(figure: Figure) -> str:
+def figure_data_uri(figure: Figure) -> str:
+    """The figure as a PNG ``data:`` URI (closed afterwards)."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
     plt.close(figure)
@@ -271,5 +272,5 @@ def window_plots(evidence: WindowEvidence) -> list[tuple[str, str, str]]:
     """(title, caption, data URI) of each plot, in :data:`PLOT_TITLES` order."""
     figures: Sequence[Figure] = (levels_figure(evidence), progress_figure(evidence),
                                  events_per_minute_figure(evidence), gaps_figure(evidence))
-    uris = [_data_uri(figure) for figure in figures]
+    uris = [figure_data_uri(figure) for figure in figures]
     return list(zip(PLOT_TITLES, plot_captions(evidence), uris, strict=True))

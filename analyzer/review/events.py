@@ -26,9 +26,9 @@ NS = 1_000_000_000
 
 
 def bearing_deg(event: RuleEvent) -> float | None:
-    """The event's bearing from the sensor, degrees, once the sensor reports one (issue 35:
-    "bearing once the sensor has one"). No event carries one yet: when ``RuleEvent`` gains a
-    ``bearing_deg`` read from the ``dog_event`` point, the page's bearing column appears."""
+    """The event's bearing from the sensor, degrees (issue 35: "bearing once the sensor has
+    one"; issue 36: read from the ``dog_event`` point), None when it has none; the page's
+    bearing column appears when some event has one."""
     value = getattr(event, "bearing_deg", None)
     return None if value is None else float(value)
 

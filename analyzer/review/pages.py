@@ -171,6 +171,7 @@ def finding_page(review: Review, request: Request, session: OfficerSession,
     """One linked finding: the elements of the violation, the interactive plot and its
     events with their verdicts (:mod:`events`; ``refused_verdict``: a verdict form again)."""
     from analyzer.reports import WindowEvidence, element_rows
+    from analyzer.reports.bearings import bearings_plot
     from analyzer.review.events import events_context
 
     complaint_id = int(request.path_params["complaint"])
@@ -193,6 +194,7 @@ def finding_page(review: Review, request: Request, session: OfficerSession,
         "complaint": complaint, "link": link, "check": check,
         "checked_ns": review.verifier.checked_ns(link),
         "rows": element_rows(evidence) if check.fields else [],
+        "bearing_plot": bearings_plot(evidence) if check.fields else None,
         "plot_json": json.dumps(plot),
         **events_context(review, link, check, events, refused_verdict)}, status_code)
 
