@@ -82,11 +82,18 @@ class ChannelRing:
 
 @dataclass
 class BearingCounters:
-    """What the bearing stage has done (read by tests, logs and benchmarks)."""
+    """What the bearing stage has done (read by the heartbeat, tests, logs and benchmarks)."""
 
     dog_seconds: int = 0
     with_bearing: int = 0
     not_in_ring: int = 0
+
+    def heartbeat_fields(self) -> dict[str, int]:
+        """The heartbeat's ``bearing_*`` counters (docs/WIRE.md): dog seconds seen, those
+        that got a bearing, those whose channels had already left the ring."""
+        return {"bearing_dog_seconds": self.dog_seconds,
+                "bearing_with_bearing": self.with_bearing,
+                "bearing_not_in_ring": self.not_in_ring}
 
 
 class BearingStage:

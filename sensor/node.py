@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sensor.bearing import BearingCounters
 from sensor.capture import AudioBlock, CaptureCounters
 from sensor.clock import ClockStepDetector, clock_state
 from sensor.config import SensorConfig
@@ -36,6 +37,7 @@ class NodeStats:
     clipped_samples: int = 0
     clock_steps: int = 0
     started_monotonic: float = field(default_factory=time.monotonic)
+    bearings: BearingCounters | None = None  # the array's bearing stage; None without one
 
 
 def measure_into_outbox(
@@ -96,6 +98,26 @@ def measure_into_outbox(
     store(builder.finish() if pad_last else builder.skip(0))
 
 
+def node_health(config: SensorConfig, stats: NodeStats, source: Any) -> dict[str, Any]:
+    """The measuring side's part of the heartbeat (docs/WIRE.md): frames, capture counters,
+    the clock, the calibration and, with a microphone array, the bearing stage's counters."""
+    counters: CaptureCounters = source.counters
+    clock = clock_state()
+    return {
+        "frames": stats.frames,
+        "lost_samples": stats.lost_samples,
+        "dropped_blocks": counters.dropped_blocks,
+        "overflows": counters.overflows,
+        "queue_depth": source.queue_depth() if hasattr(source, "queue_depth") else 0,
+        "clock_synchronised": clock.synchronised,
+        "clock_max_error_us": clock.max_error_us,
+        "clock_steps": stats.clock_steps,
+        "calibration_date": config.calibration.date,
+        "full_scale_db": config.calibration.full_scale_db,
+        **(stats.bearings.heartbeat_fields() if stats.bearings is not None else {}),
+    }
+
+
 def run_node(
     config: SensorConfig,
     source: Any,
@@ -111,22 +133,9 @@ def run_node(
     """
     outbox = Outbox(config.outbox.path, config.outbox.max_frames)
     stats = NodeStats()
-    counters: CaptureCounters = source.counters
 
     def health() -> dict[str, Any]:
-        clock = clock_state()
-        return {
-            "frames": stats.frames,
-            "lost_samples": stats.lost_samples,
-            "dropped_blocks": counters.dropped_blocks,
-            "overflows": counters.overflows,
-            "queue_depth": source.queue_depth() if hasattr(source, "queue_depth") else 0,
-            "clock_synchronised": clock.synchronised,
-            "clock_max_error_us": clock.max_error_us,
-            "clock_steps": stats.clock_steps,
-            "calibration_date": config.calibration.date,
-            "full_scale_db": config.calibration.full_scale_db,
-        }
+        return node_health(config, stats, source)
 
     publisher = FramePublisher(
         config.device_id,
@@ -153,6 +162,7 @@ def run_node(
             gate=config.privacy,
             array=config.array,
         )
+        stats.bearings = builder.bearings.counters if builder.bearings is not None else None
         blocks: Iterable[AudioBlock] = source
         if start_ns is None:
             blocks = _stamped_by_stream_start(source, builder)

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 import soundfile
 
+from analyzer.store.influx import health_point
 from sensor.array import ArraySettings
 from sensor.bearing import ChannelRing
 from sensor.capture import FileSource
-from sensor.config import load_sensor_config
+from sensor.config import SensorConfig, load_sensor_config
 from sensor.errors import ConfigError
 from sensor.frames import FrameBuilder
-from sensor.node import NodeStats, measure_into_outbox
+from sensor.node import NodeStats, measure_into_outbox, node_health
 from sensor.outbox import Outbox
 from sensor.wire import GATE_DOG, decode_frame
 from tests.conftest import DEMO_RECORDING
@@ -178,3 +179,32 @@ def test_an_array_recording_replays_through_the_node_with_its_bearings(tmp_path)
     assert all(f.bearing_deg is None for f in frames if f.gate != GATE_DOG)
 
 
+
+
+def test_the_heartbeat_reports_the_bearing_stages_counters(tmp_path):
+    audio, rate = bark_as_plane_wave(UMA8, 120.0, (70.0, 78.0))
+    recording = tmp_path / "array.wav"
+    soundfile.write(recording, audio, rate, subtype="FLOAT")
+    source = FileSource(recording, channel=0, keep_channels=True)
+    builder = FrameBuilder("yard-1", source.sample_rate, FULL_SCALE_DB, 0, array=UMA8)
+    assert builder.bearings is not None
+    stats = NodeStats(bearings=builder.bearings.counters)  # as run_node sets it
+    outbox = Outbox(str(tmp_path / "outbox.sqlite"), 1000)
+    try:
+        measure_into_outbox(source, builder, outbox, stats, threading.Event(), pad_last=True)
+        frames = [decode_frame(payload) for _, payload in outbox.peek(100)]
+    finally:
+        outbox.close()
+    dog = [f for f in frames if f.gate == GATE_DOG]
+    health = node_health(SensorConfig(), stats, source)
+    assert health["bearing_dog_seconds"] == len(dog) >= 3
+    assert health["bearing_with_bearing"] == sum(f.bearing_deg is not None for f in dog)
+    assert health["bearing_not_in_ring"] == 0
+    line = health_point("yard-1", {"time_ns": 1, **health}).to_line_protocol()
+    assert f"bearing_dog_seconds={len(dog)}i" in line and "bearing_not_in_ring=0i" in line
+
+
+def test_a_heartbeat_without_an_array_has_no_bearing_counters(tmp_path):
+    source = FileSource(DEMO_RECORDING)
+    assert not [k for k in node_health(SensorConfig(), NodeStats(), source)
+                if k.startswith("bearing")]

@@ -190,6 +190,9 @@ HEALTH_FIELDS: Mapping[str, type] = {
     "clock_synchronised": bool,
     "clock_max_error_us": int,
     "clock_steps": int,
+    "bearing_dog_seconds": int,  # with a microphone array (issue 36)
+    "bearing_with_bearing": int,
+    "bearing_not_in_ring": int,
     "full_scale_db": float,
     "calibration_date": str,
     "software_version": str,
