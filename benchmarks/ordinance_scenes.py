@@ -2,6 +2,11 @@
 does the shipped detector bridge a gap with a false detection and make a false finding?
 
     .venv/bin/python benchmarks/ordinance_scenes.py --seeds 3 [--kinds ...] [--time-limit 3000]
+        [--config analyzer.toml]
+
+``--config FILE`` is passed to ``barkwatch analyze --config``: a candidate detector (its
+``[detector]``, and ``[audibility]``, ``[rules]``) is judged without replacing the bundled one;
+the file's path, SHA-256 and text are in the summary line and in ``--out``.
 
 Issue 24's goal "no false ordinance finding: gaps between bouts must not be bridged by false
 detections". Each scene is mixed from the corpus (``../shared/corpus/train`` and ``extra``,
@@ -19,6 +24,14 @@ demo's). Scene kinds (Glencoe MN section 701 subd. 5; docs/RULES.md):
 - ``continuous``: one 8-min bout (positive control). Truth: a continuous finding.
 - ``intermittent``: 70 min of bouts every 5 min (positive control). Truth: an intermittent
   finding.
+- ``continuous_far`` and ``intermittent_far`` (issue 39): the same seed's ``continuous`` and
+  ``intermittent`` plan (the same clips, confusers and bed), but each dog clip is heard from a
+  dog 20-60 m away (:func:`training.finetune.at_distance`: ISO 9613-1 air absorption, a ground
+  reflection, reverberation half the time, as :func:`training.finetune.placed` draws them) and
+  set 0-10 dB over the bed under it by ``placed``'s measure (RMS over the whole clip). Each scene
+  gets its own installation record with the dog's distance; in ``intermittent_far`` the sensor
+  stands 100 ft or more beyond the boundary, so it measures audibility there itself. Truth: the
+  base kind's finding (a missed one is counted). Not in the default ``--kinds``.
 
 Confusers are the corpus's non-dog sounds of six kinds (speech, music, birds, farm animals,
 traffic, household), one after another 1-8 s apart, at levels like the barks'. The barks are
@@ -40,7 +53,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +65,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script: the repository's packages
     sys.path.insert(0, str(ROOT))
 
+from analyzer.acoustics.propagation import RECEIVER_BEYOND_BOUNDARY_M  # noqa: E402
+from analyzer.config import load_analyzer_config  # noqa: E402
+from sensor.errors import ConfigError  # noqa: E402
 from training.corpus import RATE, Clip, load_audio, read_manifest  # noqa: E402
 
 log = logging.getLogger("ordinance_scenes")
@@ -92,11 +108,44 @@ CONFUSER_KINDS: dict[str, frozenset[str]] = {
 BED_LABELS = frozenset({"rain", "wind", "room_tone", "indoor_ambience", "nature_ambience",
                         "insects", "air_conditioner", "water", "sea_waves"})  # fmt: skip
 DOG_LABELS = frozenset({"dog_bark", "dog_howl", "dog_whine", "dog_growl"})
-KINDS = ("near_continuous", "near_intermittent", "continuous", "intermittent")
+KINDS = ("near_continuous", "near_intermittent", "continuous", "intermittent")  # the default
+# Far, quiet positive controls (issue 39 item 3): a base kind's plan with the dog far away.
+FAR_BASE = {"continuous_far": "continuous", "intermittent_far": "intermittent"}
+ALL_KINDS = KINDS + tuple(FAR_BASE)
+FAR_SNR_DB = (0.0, 10.0)  # each dog clip over the bed under it, training.finetune.placed's RMS
+FAR_BOUNDARY_M = 10.0  # dog to premises boundary: the receiver is 40.48 m from the dog
+# Dog to sensor per scene. The continuous rule counts every event (docs/RULES.md), so any
+# distance is honest; the intermittent one counts plainly audible events, so the sensor stands
+# at or beyond the receiver (>= 40.48 m) and measures audibility there (docs/AUDIBILITY.md).
+FAR_SENSOR_M = {"continuous_far": (21.0, 59.0), "intermittent_far": (41.5, 59.0)}
+FAR_WANDER_M = 1.0  # each clip within this of the scene's distance: the record's uncertainty
+FAR_GROUND_FACTOR = (0.6, 0.9)  # training.finetune.placed's draw (grass): 'mixed' covers it
+FAR_GROUND = "mixed"
+FAR_REVERBERANT_SHARE = 0.5  # as training.finetune.placed
 
 
 class SceneError(Exception):
     """A corpus that cannot make a scene (no dog clips, no bed, ...)."""
+
+
+@dataclass(frozen=True)
+class FarDog:
+    """How one dog clip of a far control is heard at the sensor."""
+
+    distance_m: float  # dog to microphone
+    snr_db: float  # the clip's RMS over the bed's RMS under it (training.finetune.placed)
+    ground_factor: float  # training.finetune.at_distance's reflection factor
+    reverberant: bool
+
+
+@dataclass(frozen=True)
+class FarField:
+    """A far control's installation geometry and its dog clips' placing (in the order of the
+    scene's dog placements)."""
+
+    sensor_m: float  # dog's spot to the sensor: the record's source_to_sensor_m
+    boundary_m: float  # dog's spot to the premises boundary
+    dogs: tuple[FarDog, ...]
 
 
 @dataclass(frozen=True)
@@ -121,6 +170,7 @@ class Scene:
     bouts: list[tuple[float, float]] = field(default_factory=list)
     placements: list[Placement] = field(default_factory=list)
     expected: dict[str, bool] = field(default_factory=dict)  # rule -> a finding expected
+    far: FarField | None = None  # far controls only; the others' plans (and digests) lack it
 
     @property
     def gaps(self) -> list[tuple[float, float]]:
@@ -253,8 +303,24 @@ def plan_bouts(name: str, kind: str, seed: int, material: Material,
     return scene
 
 
+def plan_far(kind: str, seed: int, base: Scene) -> Scene:
+    """``base`` (a control) with its dog heard far away: the geometry and each clip's placing
+    drawn from ``seed``; clips, confusers and bed stay the base's."""
+    rng = np.random.default_rng([seed, 2000 + ALL_KINDS.index(kind)])
+    sensor_m = round(float(rng.uniform(*FAR_SENSOR_M[kind])), 1)  # as the record states it
+    dogs = tuple(FarDog(distance_m=sensor_m + float(rng.uniform(-FAR_WANDER_M, FAR_WANDER_M)),
+                        snr_db=float(rng.uniform(*FAR_SNR_DB)),
+                        ground_factor=float(rng.uniform(*FAR_GROUND_FACTOR)),
+                        reverberant=bool(rng.random() < FAR_REVERBERANT_SHARE))
+                 for p in base.placements if p.kind == "dog")  # fmt: skip
+    return replace(base, name=f"{kind}-s{seed}", kind=kind,
+                   far=FarField(sensor_m, FAR_BOUNDARY_M, dogs))  # fmt: skip
+
+
 def plan_scene(kind: str, seed: int, material: Material) -> Scene:
     """One scene of ``kind`` (see the module docstring), drawn from ``seed``."""
+    if kind in FAR_BASE:
+        return plan_far(kind, seed, plan_scene(FAR_BASE[kind], seed, material))
     rng = np.random.default_rng([seed, 1000 + KINDS.index(kind)])
     lead = 30.0
     if kind == "near_continuous":
@@ -282,7 +348,7 @@ def plan_scene(kind: str, seed: int, material: Material) -> Scene:
         duration = 60.0 + 14 * 300.0 + 40.0 + 60.0  # first to last bout: 70 min
         expected = {"continuous": False, "intermittent": True}
     else:
-        raise SceneError(f"unknown scene kind {kind!r}; one of {', '.join(KINDS)}")
+        raise SceneError(f"unknown scene kind {kind!r}; one of {', '.join(ALL_KINDS)}")
     return plan_bouts(f"{kind}-s{seed}", kind, seed, material, bouts, duration, expected)
 
 
@@ -328,19 +394,43 @@ def _bed(rng: np.random.Generator, material: Material, n: int) -> np.ndarray:
     return out
 
 
+def _far_piece(audio: np.ndarray, bed_under: np.ndarray, dog: FarDog,
+               reverb_seed: list[int]) -> np.ndarray:  # fmt: skip
+    """A dog clip as heard ``dog.distance_m`` away (:func:`training.finetune.at_distance`), set
+    ``dog.snr_db`` over ``bed_under`` by :func:`training.finetune.placed`'s measure: the RMS of
+    the whole heard clip over the RMS of the bed under it."""
+    from training.finetune import at_distance, rms  # torch: loaded for the far controls only
+
+    reverb = np.random.default_rng(reverb_seed) if dog.reverberant else None
+    heard = at_distance(_faded(audio).astype(np.float64), dog.distance_m, dog.ground_factor,
+                        reverb)  # fmt: skip
+    heard = _faded(heard)  # the reverberation is cut at the clip's end: no click
+    gain = rms(bed_under) * 10 ** (dog.snr_db / 20) / max(rms(heard), 1e-9)
+    return heard * np.float32(gain)
+
+
 def render(scene: Scene, material: Material, path: Path, rate_hz: int = SCENE_RATE_HZ) -> Path:
     """Mix the scene (16 kHz) and write it as 16-bit FLAC at ``rate_hz`` (soxr, streamed in
     one-minute pieces so memory stays with the 16 kHz mix)."""
-    rng = np.random.default_rng([scene.seed, 7919, KINDS.index(scene.kind)
-                                 if scene.kind in KINDS else 99])  # fmt: skip
+    mixed = FAR_BASE.get(scene.kind, scene.kind)  # a far control: its base's bed and confusers
+    rng = np.random.default_rng([scene.seed, 7919, KINDS.index(mixed)
+                                 if mixed in KINDS else 99])  # fmt: skip
     n = round(scene.duration_s * RATE)
     mix = _bed(rng, material, n)
+    far_dogs = 0
     for p in scene.placements:
         audio = material.audio(p.clip_id)[: round((p.end_s - p.start_s) * RATE)]
         span = BARK_ACTIVE_DBFS if p.kind == "dog" else CONFUSER_ACTIVE_DBFS
+        # drawn for a far dog too, unused: the confusers' levels stay the base scene's
         gain = 10 ** (float(rng.uniform(*span)) / 20) / _active_rms(audio)
         first = round(p.start_s * RATE)
-        piece = _faded(audio) * np.float32(gain)
+        if scene.far is not None and p.kind == "dog":
+            # only the bed lies under a dog clip (clips never overlap; confusers keep off bouts)
+            piece = _far_piece(audio, mix[first : first + len(audio)], scene.far.dogs[far_dogs],
+                               [scene.seed, 7919, ALL_KINDS.index(scene.kind), far_dogs])
+            far_dogs += 1
+        else:
+            piece = _faded(audio) * np.float32(gain)
         mix[first : first + len(piece)] += piece[: n - first]
     peak = float(np.max(np.abs(mix)))
     if peak > 0.99:  # the barks are loud: never clip the 16-bit file
@@ -356,22 +446,25 @@ def render(scene: Scene, material: Material, path: Path, rate_hz: int = SCENE_RA
     return path
 
 
-def site_record(path: Path) -> Path:
-    """An installation record like the demo's (dog 8 m from the sensor, 12 m from the
-    boundary), written by ``barkwatch site create``."""
+def site_record(path: Path, far: FarField | None = None) -> Path:
+    """An installation record written by ``barkwatch site create``: the demo's (dog 8 m from
+    the sensor, 12 m from the boundary), or a far control's geometry (``FAR_GROUND``)."""
+    sensor_m, boundary_m, ground = ((SITE["source_to_sensor_m"], SITE["source_to_boundary_m"],
+                                     SITE["ground"]) if far is None else
+                                    (far.sensor_m, far.boundary_m, FAR_GROUND))  # fmt: skip
     subprocess.run([str(ROOT / ".venv" / "bin" / "barkwatch"), "site", "create", str(path),
                     "--device", DEVICE, "--address", "1 Scene Street",
-                    "--sensor-m", str(SITE["source_to_sensor_m"]),
-                    "--boundary-m", str(SITE["source_to_boundary_m"]),
-                    "--ground", str(SITE["ground"]), "--force"],
+                    "--sensor-m", str(sensor_m), "--boundary-m", str(boundary_m),
+                    "--ground", str(ground), "--force"],
                    check=True, capture_output=True, text=True)  # fmt: skip
     return path
 
 
-def analyze_cli(audio: Path, site: Path) -> dict[str, Any]:
-    """``barkwatch analyze --site`` on the scene: its JSON document."""
+def analyze_cli(audio: Path, site: Path, config: Path | None = None) -> dict[str, Any]:
+    """``barkwatch analyze --site [--config]`` on the scene: its JSON document."""
+    options = ["--config", str(config)] if config is not None else []
     run = subprocess.run([str(ROOT / ".venv" / "bin" / "barkwatch"), "analyze", "--quiet",
-                          "--full-scale-db", str(FULL_SCALE_DB), "--site", str(site),
+                          "--full-scale-db", str(FULL_SCALE_DB), "--site", str(site), *options,
                           str(audio)], capture_output=True, text=True)  # fmt: skip
     if run.returncode != 0:
         raise SceneError(f"barkwatch analyze {audio} failed ({run.returncode}): {run.stderr}")
@@ -402,11 +495,16 @@ def evaluate(scene: Scene, document: dict[str, Any]) -> dict[str, Any]:
     dogs = [p for p in scene.placements if p.kind == "dog"]
     tol = TRUE_EVENT_TOLERANCE_S
     false_events = []
-    true_count = 0
+    true_count = true_audible = 0
+    heard: set[int] = set()  # dog clips an event overlaps (within the tolerance)
     for e in document["events"]:
         on, off = e["onset_s"], e["offset_s"]
-        if any(_overlap(on, off, p.start_s - tol, p.end_s + tol) > 0 for p in dogs):
+        mine = {k for k, p in enumerate(dogs) if _overlap(on, off, p.start_s - tol,
+                                                          p.end_s + tol) > 0}  # fmt: skip
+        if mine:
             true_count += 1
+            true_audible += bool(e.get("plainly_audible"))
+            heard |= mine
             continue
         best = max((p for p in scene.placements if p.kind != "dog"),
                    key=lambda p: _overlap(on, off, p.start_s, p.end_s), default=None)  # fmt: skip
@@ -428,8 +526,8 @@ def evaluate(scene: Scene, document: dict[str, Any]) -> dict[str, Any]:
         inside = [s for s in spans if _overlap(*s, *gap) > 0]
         free_all = _longest_free(gap, spans)
         free_audible = _longest_free(gap, audible)
-        rule_gap = CONTINUITY_GAP_S if scene.kind in ("near_continuous", "continuous") else (
-            INTERMITTENCY_GAP_S)
+        rule_gap = CONTINUITY_GAP_S if FAR_BASE.get(scene.kind, scene.kind) in (
+            "near_continuous", "continuous") else INTERMITTENCY_GAP_S
         free = free_all if rule_gap == CONTINUITY_GAP_S else free_audible
         gaps.append({"start_s": round(gap[0], 2), "end_s": round(gap[1], 2),
                      "length_s": round(gap[1] - gap[0], 2), "false_events": len(inside),
@@ -446,16 +544,27 @@ def evaluate(scene: Scene, document: dict[str, Any]) -> dict[str, Any]:
         longest = max(longest, bout[1] - run_start)
         if k == len(gaps) or not gaps[k]["bridged"]:
             run_start = None
+    far = None if scene.far is None else {
+        "sensor_m": scene.far.sensor_m, "boundary_m": scene.far.boundary_m,
+        "sensor_beyond_receiver": (scene.far.sensor_m
+                                   >= scene.far.boundary_m + RECEIVER_BEYOND_BOUNDARY_M),
+        "distance_m": [round(min(d.distance_m for d in scene.far.dogs), 1),
+                       round(max(d.distance_m for d in scene.far.dogs), 1)],
+        "snr_db": [round(min(d.snr_db for d in scene.far.dogs), 1),
+                   round(max(d.snr_db for d in scene.far.dogs), 1)],
+    }  # fmt: skip
     return {
         "scene": scene.name, "kind": scene.kind, "seed": scene.seed,
         "duration_s": round(scene.duration_s, 1), "bouts": len(scene.bouts),
-        "dog_clips": len(dogs),
+        "model_version": document.get("model_version"), "far": far,
+        "dog_clips": len(dogs), "dog_clips_heard": len(heard),
         "confuser_clips": len(scene.placements) - len(dogs),
         "expected": scene.expected, "found": found,
         "correct": found == scene.expected,
         "findings": [{k: f[k] for k in ("rule", "start_s", "end_s", "duration_s")}
                      for f in document["findings"]],  # fmt: skip
         "events": len(document["events"]), "true_events": true_count,
+        "true_events_plainly_audible": true_audible,
         "false_events": len(false_events), "false_by_confuser": by_kind,
         "false_detail": false_events,
         "gaps": gaps, "gaps_bridged": sum(g["bridged"] for g in gaps),
@@ -465,16 +574,24 @@ def evaluate(scene: Scene, document: dict[str, Any]) -> dict[str, Any]:
 
 
 def scene_digest(scene: Scene) -> str:
-    """Names the cached audio of a plan (and of the mixing recipe's constants)."""
-    text = json.dumps([asdict(scene), BED_DBFS, BARK_ACTIVE_DBFS, CONFUSER_ACTIVE_DBFS,
-                       SCENE_RATE_HZ, EDGE_FADE_S, 1])  # fmt: skip
+    """Names the cached audio of a plan (and of the mixing recipe's constants). A scene that is
+    not a far control hashes as before the far controls existed: its cached audio stays."""
+    plan = asdict(scene)
+    far = plan.pop("far")
+    recipe: list[Any] = [BED_DBFS, BARK_ACTIVE_DBFS, CONFUSER_ACTIVE_DBFS, SCENE_RATE_HZ,
+                         EDGE_FADE_S, 1]  # fmt: skip
+    if far is not None:
+        recipe.append({"far": far, "far_recipe": 1})  # training.finetune.at_distance's
+    text = json.dumps([plan, *recipe])
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def run_scenes(kinds: Sequence[str], seeds: Sequence[int], material: Material, workdir: Path,
-               time_limit_s: float, emit: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
-    """Plan, render, analyse and judge each scene until ``time_limit_s`` has passed."""
-    site = site_record(workdir / "site.toml")
+               time_limit_s: float, emit: Callable[[dict[str, Any]], None],
+               config: Path | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """Plan, render, analyse (with the analyzer configuration ``config`` when given) and judge
+    each scene until ``time_limit_s`` has passed."""
+    demo_site = site_record(workdir / "site.toml")
     started = time.monotonic()
     results: list[dict[str, Any]] = []
     for seed in seeds:
@@ -489,7 +606,9 @@ def run_scenes(kinds: Sequence[str], seeds: Sequence[int], material: Material, w
             if not audio.exists():
                 render(scene, material, audio)
             t1 = time.monotonic()
-            result = evaluate(scene, analyze_cli(audio, site))
+            site = demo_site if scene.far is None else site_record(
+                workdir / f"site-{scene.name}.toml", scene.far)  # the scene's own geometry
+            result = evaluate(scene, analyze_cli(audio, site, config))
             result["render_s"] = round(t1 - t0, 1)
             result["analyze_s"] = round(time.monotonic() - t1, 1)
             emit(result)
@@ -500,7 +619,7 @@ def run_scenes(kinds: Sequence[str], seeds: Sequence[int], material: Material, w
 def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     """Totals per scene kind."""
     out: dict[str, Any] = {}
-    for kind in KINDS:
+    for kind in ALL_KINDS:
         mine = [r for r in results if r["kind"] == kind]
         if not mine:
             continue
@@ -511,6 +630,8 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
                 by_kind[k] = by_kind.get(k, 0) + v
         out[kind] = {
             "scenes": len(mine), "hours": round(hours, 2),
+            "dog_clips": sum(r["dog_clips"] for r in mine),
+            "dog_clips_heard": sum(r["dog_clips_heard"] for r in mine),
             "correct": sum(r["correct"] for r in mine),
             "false_findings": sum(any(r["found"][k] and not r["expected"][k] for k in r["found"])
                                   for r in mine),  # fmt: skip
@@ -536,7 +657,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--corpus", type=Path, action="append",
                         help="corpus folder with manifest.csv (repeatable; default "
                         "../shared/corpus/train and ../shared/corpus/extra)")  # fmt: skip
-    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
+    parser.add_argument("--kinds", nargs="+", choices=ALL_KINDS, default=list(KINDS),
+                        help="scene kinds (default the four of issue 24: %(default)s; the far "
+                        "controls continuous_far and intermittent_far only when named)")
+    parser.add_argument("--config", type=Path,
+                        help="analyzer configuration for `barkwatch analyze --config` (its "
+                        "[detector], [audibility], [rules]): judge a candidate detector")
     parser.add_argument("--seeds", type=int, default=3, help="seeds 1..N per kind (default 3)")
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--workdir", type=Path,
@@ -553,6 +679,15 @@ def main(argv: list[str] | None = None) -> int:
         material = Material.from_corpora(args.corpus or list(DEFAULT_CORPORA))
     except SceneError as exc:
         parser.error(str(exc))
+    config = None
+    if args.config is not None:
+        try:
+            load_analyzer_config(str(args.config))  # a bad file fails here, not per scene
+            text = args.config.read_text(encoding="utf-8")
+        except (ConfigError, OSError, UnicodeDecodeError) as exc:
+            parser.error(f"--config {args.config}: {exc}")
+        config = {"path": str(args.config.resolve()),
+                  "sha256": hashlib.sha256(text.encode()).hexdigest(), "text": text}
     args.workdir.mkdir(parents=True, exist_ok=True)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
 
@@ -562,11 +697,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
 
     try:
-        results = run_scenes(args.kinds, seeds, material, args.workdir, args.time_limit, emit)
+        results = run_scenes(args.kinds, seeds, material, args.workdir, args.time_limit, emit,
+                             args.config)  # fmt: skip
     except SceneError as exc:
         print(f"ordinance_scenes: error: {exc}", file=sys.stderr)
         return 1
-    total = {"summary": summary(results)}
+    total = {"summary": summary(results), "config": config}
     sys.stdout.write(json.dumps(total) + "\n")
     if args.out:
         args.out.write_text(json.dumps({"scenes": results, **total}, indent=1) + "\n")
