@@ -153,12 +153,12 @@ def test_a_saved_state_of_a_class_this_code_lacks_is_named_and_that_device_afres
 ) -> None:
     path = tmp_path / "journal.sqlite"
     encoder = StateEncoder()
-    gone = msgpack.ExtType(5, encoder.pack(["analyzer.no_such_module:Gone", {}]))
-    change = {"r": encoder.pack({k: v for k, v in vars(ReorderBuffer(120)).items()
-                                 if k != "_waiting"}), "i": 0, "f": START_NS, "full": True}
-    bad = change | {"det": {"full": True, "ctx": "x",
-                            "p": {"pipeline.tracker": ["v", encoder.pack(gone)]}}}
-    payload = msgpack.packb({"k": "save", "d": {"good": change, "bad": bad}, "s": []})
+    gone = [msgpack.ExtType(5, b"analyzer.no_such_module:Gone"), {}]  # a class and its state
+    change = {"r": {k: v for k, v in vars(ReorderBuffer(120)).items() if k != "_waiting"},
+              "i": 0, "f": START_NS, "full": True}
+    values = encoder.pack([{"tracker": gone}, {}])
+    bad = change | {"det": {"full": True, "ctx": "x", "p": encoder.pack({"=": ["V", values]})}}
+    payload = encoder.pack({"k": "save", "d": {"good": change, "bad": bad}, "s": []})
     path.write_bytes(HEADER + record(payload))
     saved, problems = DeviceJournal(path).load()
     assert sorted(s.device for s in saved) == ["bad", "good"]  # ordering and keys resume
@@ -523,7 +523,7 @@ def test_a_journal_of_a_newer_format_is_refused_with_its_number(tmp_path: Path) 
     data[len(HEADER) - 4:len(HEADER)] = struct.pack(">I", 99)
     path.write_bytes(bytes(data))
     with pytest.raises(JournalError, match=rf"{path} is journal format 99; this analyzer "
-                                           r"reads format 3 only \(written by a newer"):
+                                           r"reads format 4 only \(written by a newer"):
         DeviceJournal(path)
     assert path.read_bytes() == bytes(data)  # left as found
 

@@ -48,8 +48,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import msgpack
-
 from analyzer.files import set_sqlite_file_aside
 from analyzer.ingest.device import DeviceAnalysis
 from analyzer.ingest.journal_format import (
@@ -64,9 +62,11 @@ from analyzer.ingest.journal_format import (
     unpack,
 )
 from analyzer.ingest.saved import (
+    ASSESSOR,
     VALUES,
     Held,
     LiveDevice,
+    PartsLayout,
     Replayed,
     SavedDevice,
     detection_context,
@@ -107,6 +107,7 @@ class _Written:
     has_detection: bool = False
     mirrors: dict[str, deque[Any]] = field(default_factory=dict)  # stores: entries held
     values: bytes = b""  # the values (every part but the stores), as last written
+    layout: PartsLayout | None = None  # where the parts of ``detection`` are
 
 
 def _store_change(mirror: deque[Any], current: deque[Any] | list[Any]
@@ -124,9 +125,13 @@ def _store_change(mirror: deque[Any], current: deque[Any] | list[Any]
         dropped = len(mirror)
         mirror.clear()
     kept = len(mirror)
-    if kept > len(current) or (kept and current[kept - 1] is not mirror[-1]):
+    extra = len(current) - kept
+    if extra < 0 or (kept and current[kept - 1] is not mirror[-1]):
         return None
-    added = [current[i] for i in range(kept - len(current), 0)]
+    if extra == 0:
+        return dropped, []
+    # From the new end (a deque's index is quick near either end): one entry a frame.
+    added = [current[-1]] if extra == 1 else [current[i] for i in range(-extra, 0)]
     mirror.extend(added)
     return dropped, added
 
@@ -269,6 +274,7 @@ class DeviceJournal:
         written.mirrors = {path: deque(value) for path, value in
                            detection_parts(analysis).items() if is_store(path, value)}
         written.values = b""
+        written.layout = None
 
     def save(self, devices: Mapping[str, LiveDevice | None],
              stored: Iterable[tuple[str, int, int]]) -> int:
@@ -290,9 +296,12 @@ class DeviceJournal:
                 changes[device] = None
                 self._written.pop(device, None)
                 unsaveable.append(f"{device}: {exc}")
-        keys = [(d, seq, ns) for d, seq, ns in stored if changes.get(d, {}) is not None]
-        written = self._append(msgpack.packb({"k": "save", "d": changes, "s": keys}),
-                               list(changes))
+        keys = [[d, seq, ns] for d, seq, ns in stored if changes.get(d, {}) is not None]
+        try:
+            payload = self._encoder.pack({"k": "save", "d": changes, "s": keys})
+        except StateFormatError:  # a reorder buffer's counts: find whose, save the others
+            payload = self._without_unsaveable(changes, keys, unsaveable)
+        written = self._append(payload, list(changes))
         for device, seq, capture_ns in keys:
             if device in self._written:
                 keep_recent(self._written[device].stored, [(seq, capture_ns)])
@@ -301,6 +310,20 @@ class DeviceJournal:
                                f"{'; '.join(unsaveable)} cannot be saved; a restart starts "
                                "it afresh")
         return written
+
+    def _without_unsaveable(self, changes: dict[str, dict[str, Any] | None],
+                            keys: list[list[Any]], unsaveable: list[str]) -> bytes:
+        """The save's payload less the devices whose change cannot be encoded (each named in
+        ``unsaveable`` and forgotten, as :meth:`save` says)."""
+        for device, change in changes.items():
+            try:
+                self._encoder.pack(change)
+            except StateFormatError as exc:
+                changes[device] = None
+                self._written.pop(device, None)
+                unsaveable.append(f"{device}: {exc}")
+        keys[:] = [k for k in keys if changes.get(k[0], {}) is not None]
+        return self._encoder.pack({"k": "save", "d": changes, "s": keys})
 
     def _append(self, payload: bytes, devices: list[str]) -> int:
         data = record(payload)
@@ -328,25 +351,28 @@ class DeviceJournal:
                 ) -> tuple[dict[str, Any], _Written]:
         """What changed in one device since ``written`` (None: everything, ``full``), and
         what the journal holds of it once that is written (``written``, updated)."""
-        pack = self._encoder.pack
+        # The reorder buffer's counts, encoded with the record (a few integers).
         reorder = {k: v for k, v in vars(live.reorder).items() if k != "_waiting"}
-        change: dict[str, Any] = {"r": pack(reorder), "i": live.implausible,
-                                  "f": live.fed_end_ns}
+        change: dict[str, Any] = {"r": reorder, "i": live.implausible, "f": live.fed_end_ns}
         full = written is None
         if written is None:
             written = _Written()
             change["full"] = True
         held = live.reorder.held()
-        began = sorted(held.keys() - written.held)
-        if began:
-            change["hold"] = [[seq, ns, pack(held[(seq, ns)])] for seq, ns in began]
-        ended = written.held - held.keys()
-        if ended:
-            change["release"] = [list(k) for k in ended]
-        written.held = set(held)
+        if held or written.held:
+            pack = self._encoder.pack
+            began = sorted(held.keys() - written.held)
+            if began:
+                change["hold"] = [[seq, ns, pack(held[(seq, ns)])] for seq, ns in began]
+            ended = written.held - held.keys()
+            if ended:
+                change["release"] = [list(k) for k in ended]
+            written.held = set(held)
         analysis = live.analysis
         if analysis is not None:
-            change["det"] = self._detection_change(analysis, written)
+            detection = self._detection_change(analysis, written)
+            if detection is not None:
+                change["det"] = detection
         elif live.pending is not None:
             if full:  # a rewrite: the restored state, not yet in use, whole
                 change["det"] = self._pending_detection(live.pending)
@@ -357,32 +383,46 @@ class DeviceJournal:
             written.detection = None
         return change, written
 
-    def _detection_change(self, analysis: DeviceAnalysis, written: _Written) -> dict[str, Any]:
+    def _detection_change(self, analysis: DeviceAnalysis, written: _Written
+                          ) -> dict[str, Any] | None:
+        """The parts of ``analysis`` that changed since ``written``: the values (every part
+        but the stores) together when their bytes changed, each store's dropped count and
+        added entries; None when nothing did."""
         pack, rows = self._encoder.pack, self._encoder.encode_rows
-        parts = detection_parts(analysis)
         out: dict[str, list[Any]] = {}
         whole = written.detection is not analysis
         if whole:
             written.detection, written.mirrors, written.values = analysis, {}, b""
+            written.layout = None
             written.has_detection = True
-        values = {}
-        for path, value in parts.items():
-            if is_store(path, value):
-                mirror = written.mirrors.get(path)
-                diff = None if mirror is None else _store_change(mirror, value)
-                if diff is None:
-                    written.mirrors[path] = deque(value)
-                    out[path] = ["s", pack(rows(list(value)))]
-                elif diff[0] or diff[1]:
-                    out[path] = ["d", diff[0], pack(rows(diff[1]))]
-            else:
-                values[path] = value
-        # The values together (one encoding: the pipeline's change at nearly every frame).
-        data = pack(values)
+        mirrors = written.mirrors
+        found = None if written.layout is None else written.layout.read()
+        if found is None:  # a new analysis, or its objects changed shape
+            written.layout = PartsLayout(analysis)
+            found = written.layout.read()
+            assert found is not None
+            stale = mirrors.keys() - {path for path, _ in found[2]}
+            for path in stale:  # no longer a store: written with the values
+                del mirrors[path]
+        pipeline, assessor, stores = found
+        for path, store in stores:
+            mirror = mirrors.get(path)
+            diff = None if mirror is None else _store_change(mirror, store)
+            if diff is None:
+                mirrors[path] = deque(store)
+                out[path] = ["s", rows(list(store))]
+            elif diff[0] or diff[1]:
+                out[path] = ["d", diff[0], rows(diff[1])]
+        # The values in bytes of their own, to be compared with the last written.
+        data = pack([pipeline, assessor])
         if data != written.values:
             written.values = data
             out[VALUES] = ["V", data]
-        change: dict[str, Any] = {"p": out}
+        if not out and not whole:
+            return None
+        # A device's parts in bytes of their own: a part this code cannot rebuild when the
+        # file is read loses that device's detection state, not the record.
+        change: dict[str, Any] = {"p": pack(out)}
         if whole:
             change["ctx"], change["full"] = detection_context(analysis), True
         return change
@@ -392,11 +432,12 @@ class DeviceJournal:
             return None
         pack, rows = self._encoder.pack, self._encoder.encode_rows
         parts = saved.parts
-        out: dict[str, list[Any]] = {path: ["s", pack(rows(list(v)))]
+        out: dict[str, list[Any]] = {path: ["s", rows(list(v))]
                                      for path, v in parts.items() if is_store(path, v)}
-        out[VALUES] = ["V", pack({path: v for path, v in parts.items()
-                                  if not is_store(path, v)})]
-        return {"p": out, "ctx": saved.context, "full": True}
+        out[VALUES] = ["V", pack([saved.pipeline, {
+            path: v for path, v in parts.items()
+            if path.startswith(ASSESSOR) and not is_store(path, v)}])]
+        return {"p": pack(out), "ctx": saved.context, "full": True}
 
     def compact(self, devices: Mapping[str, LiveDevice]) -> int:
         """Rewrite the journal as one full record per device of ``devices`` (every device it
@@ -414,8 +455,9 @@ class DeviceJournal:
                 change, written = self._change(live, None)
                 written.stored = deque(stored)
                 self._written[device] = written
-                chunk = record(msgpack.packb({"k": "device", "device": device, "c": change,
-                                              "s": [list(k) for k in stored]}))
+                chunk = record(self._encoder.pack({"k": "device", "device": device,
+                                                   "c": change,
+                                                   "s": [list(k) for k in stored]}))
                 chunks.append(chunk)
                 size += len(chunk)
                 if sum(len(c) for c in chunks) > 8 * 1024 * 1024:

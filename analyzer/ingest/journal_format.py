@@ -12,12 +12,14 @@ bit) is where reading stops: everything before it is the last good state
 
 Values inside the maps are encoded by :class:`StateEncoder`, not pickled: msgpack's own types,
 plus extension types for numpy arrays and scalars (dtype string, shape, raw bytes in C
-order), tuples,
-deques and objects of this project's own classes (``analyzer.*``, ``sensor.*``) as their
-qualified class name and attribute map. Nothing but those classes is ever built when a file
-is read, a dataclass whose fields have changed since the file was written is refused by name
-(:class:`StateFormatError`), and the format number says which layout of maps the file uses:
-a file of a newer format is refused with a message, never misread.
+order); a tuple, a deque (its maxlen, then its items) and an object of this project's own
+classes (``analyzer.*``, ``sensor.*``: its qualified class name, then its attribute map) are
+msgpack arrays led by an extension value that says which, so one msgpack pass packs a
+save's values and msgpack calls back into Python only for those and for arrays. Nothing but
+those classes is ever built when a file is read, a dataclass whose fields have changed since
+the file was written is refused by name (:class:`StateFormatError`), and the format number
+says which layout of maps the file uses: a file of another format is refused with a
+message, never misread.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ import msgpack
 import numpy as np
 
 MAGIC = b"barkwatch analyzer journal\n"
-FORMAT = 3  # 3: records of what changed (issue 37); 2 and 1 were SQLite files of pickles
+# 4: values in one msgpack pass (markers lead tuples, deques and objects); 3: each tuple and
+# object its own msgpack bytes (issue 37); 2 and 1 were SQLite files of pickles
+FORMAT = 4
 HEADER = MAGIC + struct.pack(">I", FORMAT)
 _HEAD = struct.Struct(">II")  # payload length, CRC-32 of the length's bytes and the payload
 # A record's payload is at most this long (a device's full state with 120 held frames is a few
@@ -43,7 +47,7 @@ _HEAD = struct.Struct(">II")  # payload length, CRC-32 of the length's bytes and
 MAX_RECORD_BYTES = 256 * 1024 * 1024
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
-_ARRAY, _SCALAR, _TUPLE, _DEQUE, _OBJECT, _ROWS = 1, 2, 3, 4, 5, 6
+_ARRAY, _SCALAR, _TUPLE, _DEQUE, _OBJECT, _ROWS, _PACKED = 1, 2, 3, 4, 5, 6, 7
 _PACKAGES = ("analyzer.", "sensor.")  # the only classes a journal may name
 ROWS_FROM = 8  # lists of this many tuples or more are encoded by column (:meth:`encode_rows`)
 _MEMO_LIMIT = 1024
@@ -115,18 +119,20 @@ class DamagedRecord(Exception):
 
 
 class StateEncoder:
-    """Encodes state values to msgpack bytes (see the module docstring). Frozen dataclasses
-    of up to ``_MEMO_BYTES`` (settings) are encoded once and their bytes reused while the same
-    object is seen."""
+    """Encodes state values to msgpack bytes (see the module docstring) in one pass: a
+    tuple, deque or object is a msgpack array led by a marker (an extension value), so
+    msgpack packs what it holds itself; only numpy values and small frozen dataclasses
+    (settings, encoded once and their bytes reused while the same object is seen) are
+    bytes of their own."""
 
     def __init__(self) -> None:
         self._memo: dict[int, tuple[object, msgpack.ExtType]] = {}
-        # One packer per nesting depth (an extension type's payload is packed inside the
-        # packing of what holds it): made once, not per value.
+        # One packer per nesting depth (a memoized dataclass is packed on its own while
+        # what holds it is being packed): made once, not per value.
         self._packers: list[msgpack.Packer] = []
         self._depth = 0
-        self._heads: dict[tuple[np.dtype[Any], int], _ArrayHead] = {}
-        self._classes: dict[type, tuple[str, tuple[str, ...] | None, bool]] = {}
+        self._heads: dict[tuple[np.dtype[Any], tuple[int, ...]], bytes] = {}
+        self._classes: dict[type, tuple[msgpack.ExtType, tuple[str, ...] | None, bool]] = {}
 
     def pack(self, value: Any) -> bytes:
         """``value`` as msgpack bytes; :class:`StateFormatError` names what cannot be."""
@@ -167,22 +173,24 @@ class StateEncoder:
                 columns.append(["a", np.array(column)])
             else:
                 columns.append(["v", column])
-        return _ext_of(_ROWS, self.pack([len(rows), columns]))
+        return [_ROWS_MARK, len(rows), columns]
 
     def _default(self, value: Any) -> Any:
         kind = type(value)
         if kind is tuple:
-            return _ext_of(_TUPLE, self.pack(list(value)))
-        if isinstance(value, np.ndarray | np.generic):
-            head = self._heads.get((value.dtype, value.ndim))
+            return [_TUPLE_MARK, *value]
+        if kind is np.ndarray or isinstance(value, np.generic):
+            key = (value.dtype, value.shape)
+            head = self._heads.get(key)
             if head is None:
                 if value.dtype.hasobject:
                     raise StateFormatError("cannot journal a numpy array of Python objects")
-                head = self._heads[(value.dtype, value.ndim)] = _ArrayHead(value)
-            return _ext_of(_ARRAY if isinstance(value, np.ndarray) else _SCALAR,
-                           head.of(value) + value.tobytes())
+                if len(self._heads) >= _MEMO_LIMIT:
+                    self._heads.clear()
+                head = self._heads[key] = _array_head(value)
+            return _ext_of(_ARRAY if kind is np.ndarray else _SCALAR, head + value.tobytes())
         if kind is deque:
-            return _ext_of(_DEQUE, self.pack([value.maxlen, list(value)]))
+            return [_DEQUE_MARK, value.maxlen, *value]
         memo = self._memo.get(id(value))
         if memo is not None and memo[0] is value:
             return memo[1]
@@ -192,11 +200,15 @@ class StateEncoder:
         name, fields, frozen = known
         # A dataclass by its fields (a cached_property's value in __dict__ is not state).
         attributes = vars(value) if fields is None else {f: getattr(value, f) for f in fields}
-        ext = _ext_of(_OBJECT, self.pack([name, attributes]))
-        if frozen and len(ext.data) <= _MEMO_BYTES:  # settings, not frames (kept alive here)
-            if len(self._memo) >= _MEMO_LIMIT:
-                self._memo.clear()
-            self._memo[id(value)] = (value, ext)  # holding it keeps its id from being reused
+        if not frozen:
+            return [name, attributes]
+        packed = self.pack([name, attributes])
+        if len(packed) > _MEMO_BYTES:  # settings are memoized, not frames (kept alive here)
+            return _ext_of(_PACKED, packed)
+        ext = _ext_of(_PACKED, packed)
+        if len(self._memo) >= _MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[id(value)] = (value, ext)  # holding it keeps its id from being reused
         return ext
 
 
@@ -206,32 +218,34 @@ def _ext_of(code: int, data: bytes) -> msgpack.ExtType:
     return tuple.__new__(msgpack.ExtType, (code, data))
 
 
-def _journalled_class(kind: type, value: object) -> tuple[str, tuple[str, ...] | None, bool]:
-    """How objects of ``kind`` are journalled: "module:qualname", a dataclass's field names
-    (None: its ``__dict__``), whether it is a frozen dataclass."""
+# Markers that lead a msgpack array standing for a tuple, a deque (then its maxlen) or rows
+# by column; an object's array is led by its class (an extension value holding the name).
+_TUPLE_MARK, _DEQUE_MARK, _ROWS_MARK = (_ext_of(c, b"") for c in (_TUPLE, _DEQUE, _ROWS))
+
+
+def _journalled_class(kind: type, value: object
+                      ) -> tuple[msgpack.ExtType, tuple[str, ...] | None, bool]:
+    """How objects of ``kind`` are journalled: the marker holding "module:qualname", a
+    dataclass's field names (None: its ``__dict__``), whether it is a frozen dataclass."""
     name = f"{kind.__module__}:{kind.__qualname__}"
     if not kind.__module__.startswith(_PACKAGES) or not hasattr(value, "__dict__") \
             or hasattr(kind, "__slots__"):
         raise StateFormatError(f"cannot journal a {name} (only msgpack's types, numpy "
                                "arrays and scalars, tuples, deques and objects of "
                                "analyzer/sensor classes with a __dict__)")
+    marker = _ext_of(_OBJECT, name.encode())
     if not dataclasses.is_dataclass(kind):
-        return name, None, False
+        return marker, None, False
     fields = tuple(f.name for f in dataclasses.fields(kind))
-    return name, fields, bool(kind.__dataclass_params__.frozen)  # type: ignore[attr-defined]
+    return marker, fields, bool(kind.__dataclass_params__.frozen)  # type: ignore[attr-defined]
 
 
-class _ArrayHead:
+def _array_head(value: np.ndarray | np.generic) -> bytes:
     """What precedes an array's (or a scalar's) raw bytes (C order): the dtype string's
     length and the string, the number of dimensions and each, as 8 bytes, big-endian."""
-
-    def __init__(self, value: np.ndarray | np.generic) -> None:
-        kind = value.dtype.str.encode()
-        self._prefix = struct.pack(f">B{len(kind)}sB", len(kind), kind, value.ndim)
-        self._shape = struct.Struct(f">{value.ndim}Q")
-
-    def of(self, value: np.ndarray | np.generic) -> bytes:
-        return self._prefix + self._shape.pack(*value.shape)
+    kind = value.dtype.str.encode()
+    return struct.pack(f">B{len(kind)}sB{value.ndim}Q", len(kind), kind, value.ndim,
+                       *value.shape)
 
 
 def _array(data: bytes) -> np.ndarray:
@@ -243,6 +257,20 @@ def _array(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype=kind, offset=start).reshape(shape).copy()
 
 
+class _Class(str):
+    """An object's class name, read from its marker (what leads the array of its state)."""
+
+
+class _Marker:
+    """What leads an array that stands for a tuple, a deque or rows by column."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+_MARKERS = {code: _Marker(code) for code in (_TUPLE, _DEQUE, _ROWS)}
+
+
 def unpack(data: bytes) -> Any:
     """Values packed by :class:`StateEncoder`; :class:`StateFormatError` when this code
     cannot rebuild one (an unknown or changed class), ValueError for bytes that are not
@@ -250,7 +278,8 @@ def unpack(data: bytes) -> Any:
     gc_was_on = gc.isenabled()
     gc.disable()  # msgpack makes no cycles; see analyzer/ingest/frame_check.py
     try:
-        return msgpack.unpackb(data, ext_hook=_ext, strict_map_key=False, raw=False)
+        return msgpack.unpackb(data, ext_hook=_ext, list_hook=_led, strict_map_key=False,
+                               raw=False)
     except (msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
         raise ValueError(f"not msgpack: {exc}") from exc
     finally:
@@ -263,21 +292,38 @@ def _ext(code: int, data: bytes) -> Any:
         return _array(data)
     if code == _SCALAR:
         return _array(data)[()]
-    if code == _TUPLE:
-        return tuple(unpack(data))
-    if code == _DEQUE:
-        maxlen, items = unpack(data)
-        return deque(items, maxlen)
     if code == _OBJECT:
-        name, attributes = unpack(data)
-        return _rebuild(name, attributes)
-    if code == _ROWS:
-        count, columns = unpack(data)
-        values = [list(c) if k == "a" else c for k, c in columns]
-        if any(len(v) != count for v in values):
-            raise ValueError("a column of saved rows has the wrong length")
-        return list(zip(*values, strict=True)) if values else [() for _ in range(count)]
-    raise StateFormatError(f"unknown extension type {code} in a saved value")
+        return _Class(data.decode())
+    if code == _PACKED:
+        return unpack(data)
+    marker = _MARKERS.get(code)
+    if marker is None or data:
+        raise StateFormatError(f"unknown extension type {code} in a saved value")
+    return marker
+
+
+def _led(items: list[Any]) -> Any:
+    """An array as read: itself, or the tuple, deque, rows or object its first item (a
+    marker or a class name) says it stands for."""
+    if not items:
+        return items
+    lead = type(items[0])
+    if lead is _Class:
+        if len(items) != 2 or type(items[1]) is not dict:
+            raise ValueError(f"saved {items[0]} is not a class and its attributes")
+        return _rebuild(items[0], items[1])
+    if lead is not _Marker:
+        return items
+    code = items[0].code
+    if code == _TUPLE:
+        return tuple(items[1:])
+    if code == _DEQUE:
+        return deque(items[2:], items[1])
+    count, columns = items[1:]
+    values = [list(c) if k == "a" else c for k, c in columns]
+    if any(len(v) != count for v in values):
+        raise ValueError("a column of saved rows has the wrong length")
+    return list(zip(*values, strict=True)) if values else [() for _ in range(count)]
 
 
 def _rebuild(name: str, attributes: dict[str, Any]) -> object:

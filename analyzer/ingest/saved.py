@@ -62,22 +62,100 @@ def detection_parts(analysis: DeviceAnalysis) -> dict[str, Any]:
     return parts
 
 
+_OWNED: dict[type, bool] = {}  # by type: whether a value of it is an object the holder owns
+_PATHS: dict[tuple[str, str], str] = {}  # (prefix, name) -> path: made once, not per save
+
+
 def _walk(holder: object, prefix: str, parts: dict[str, Any]) -> None:
     for name, value in vars(holder).items():
         if name in CONFIGURATION:
             continue
-        if type(value).__module__.startswith("analyzer.") and hasattr(value, "__dict__") \
-                and not dataclasses.is_dataclass(value):
-            _walk(value, f"{prefix}{name}.", parts)  # an object it owns: its state too
+        path = _PATHS.get((prefix, name))
+        if path is None:
+            path = _PATHS[(prefix, name)] = prefix + name
+        if _is_owned(value):
+            _walk(value, path + ".", parts)  # an object it owns: its state too
         else:
-            parts[prefix + name] = value
+            parts[path] = value
+
+
+_STORES = (deque, list)
+
+
+def _is_owned(value: object) -> bool:
+    kind = type(value)
+    owned = _OWNED.get(kind)
+    if owned is None:
+        owned = _OWNED[kind] = (kind.__module__.startswith("analyzer.")
+                                and hasattr(value, "__dict__")
+                                and not dataclasses.is_dataclass(kind))
+    return owned
+
+
+class PartsLayout:
+    """Where the detection parts of one analysis live, as :func:`detection_parts` finds them
+    (the same walk), kept so that each save reads the parts without walking again.
+    :meth:`read` checks first that the objects still have that shape (the same attributes,
+    the same owned objects, stores still stores) and gives None when they do not."""
+
+    def __init__(self, analysis: DeviceAnalysis) -> None:
+        self.analysis = analysis
+        self.assessor = analysis.assessor
+        # Each walked holder's attributes: its __dict__ and the names it had.
+        self._holders: list[tuple[dict[str, Any], frozenset[str]]] = []
+        self._owned: list[tuple[dict[str, Any], str, object]] = []  # holder, name, object
+        self._values: list[tuple[str, dict[str, Any], str]] = []  # path, holder, name
+        self._stores: list[tuple[str, dict[str, Any], str]] = []
+        if self.assessor is not None:
+            self._walk(self.assessor, ASSESSOR)
+
+    def _walk(self, holder: object, prefix: str) -> None:
+        attributes = vars(holder)
+        self._holders.append((attributes, frozenset(attributes)))
+        for name, value in attributes.items():
+            if name in CONFIGURATION:
+                continue
+            path = prefix + name
+            if _is_owned(value):
+                self._owned.append((attributes, name, value))
+                self._walk(value, path + ".")
+            elif is_store(path, value):
+                self._stores.append((path, attributes, name))
+            else:
+                self._values.append((path, attributes, name))
+
+    def read(self) -> tuple[dict[str, Any], dict[str, Any], list[tuple[str, Any]]] | None:
+        """The pipeline's checkpoint, the assessor's values by path and its stores (path,
+        the live list or deque): :func:`detection_parts`, split; None when the objects'
+        shape has changed since this layout was made (make a new one)."""
+        if self.analysis.assessor is not self.assessor:
+            return None
+        for attributes, names in self._holders:
+            if attributes.keys() != names:
+                return None
+        for attributes, name, owned in self._owned:
+            if attributes[name] is not owned:
+                return None
+        values = {}
+        for path, attributes, name in self._values:
+            value = attributes[name]
+            if type(value) in _STORES or _is_owned(value):
+                return None
+            values[path] = value
+        stores = []
+        for path, attributes, name in self._stores:
+            value = attributes[name]
+            if type(value) not in _STORES:
+                return None
+            stores.append((path, value))
+        return self.analysis.pipeline.checkpoint(), values, stores
 
 
 def is_store(path: str, value: object) -> bool:
     """Whether the part at ``path`` is a store: a list or deque of the assessor's, appended
     at its new end and dropped from its old end, its entries never changed in place (the
     pipeline's parts are small: written whole when they change)."""
-    return path.startswith(ASSESSOR) and type(value) in (deque, list)
+    return type(value) in _STORES and path.startswith(ASSESSOR)
 
 
 @dataclass
@@ -174,7 +252,7 @@ class Replayed:
     broken: str = ""  # why the detection state cannot be replayed (it is dropped)
 
     def apply(self, change: dict[str, Any]) -> None:
-        self.reorder = unpack(change["r"])
+        self.reorder = change["r"]
         self.implausible, self.fed_end_ns = int(change["i"]), change["f"]
         if change.get("full"):
             self.held = {}
@@ -194,16 +272,18 @@ class Replayed:
         if self.broken or self.parts is None:
             return
         try:
-            for path, (kind, *data) in detection["p"].items():
-                if kind == "V":  # every part but the stores, by path
-                    self.parts.update(unpack(data[0]))
-                elif kind == "v":
-                    self.parts[path] = unpack(data[0])
+            # Decoded here, not with the record: a part this code cannot rebuild loses only
+            # this device's detection state.
+            for path, (kind, *data) in unpack(detection["p"]).items():
+                if kind == "V":  # every part but the stores: the pipeline's, the assessor's
+                    pipeline, assessor = unpack(data[0])
+                    self.parts.update({PIPELINE + k: v for k, v in pipeline.items()})
+                    self.parts.update(assessor)
                 elif kind == "s":
-                    self.parts[path] = deque(unpack(data[0]))
+                    self.parts[path] = deque(data[0])
                 elif kind == "d":
                     store = self.parts[path]
-                    dropped, added = data[0], unpack(data[1])
+                    dropped, added = data
                     if dropped > len(store):
                         raise ValueError(f"{path} drops {dropped} of {len(store)} entries")
                     for _ in range(dropped):
@@ -211,7 +291,7 @@ class Replayed:
                     store.extend(added)
                 else:
                     raise ValueError(f"unknown kind of part {kind!r}")
-        except (StateFormatError, ValueError, KeyError, TypeError) as exc:
+        except (StateFormatError, ValueError, KeyError, TypeError, AttributeError) as exc:
             self.parts, self.broken = None, f"{type(exc).__name__}: {exc}"
 
     def saved(self, problems: list[str]) -> SavedDevice:
