@@ -7,14 +7,20 @@ import logging
 import signal
 import sys
 import threading
+import time
 from datetime import UTC, datetime
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from sensor import __version__
 from sensor.configfile import finite_float
 from sensor.errors import SensorError
+
+if TYPE_CHECKING:
+    from sensor.bearing_report import BearingCheckReport
+    from sensor.config import SensorConfig
 
 log = logging.getLogger("barkwatch.sensor")
 
@@ -148,7 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="At installation: clap (or play a tone) at a spot whose compass bearing "
         "from the sensor you know, while this listens. Prints the bearing measured for each "
         "clap and whether it agrees with --expected; when it does not, the orientation_deg "
-        "that would make it agree. Exits 1 when the check fails. Needs [array].",
+        "that would make it agree. Sends the result to the broker (retained, for the review "
+        "app's field check) unless --no-publish. Exits 1 when the check fails, 3 when the "
+        "result could not be sent. Needs [array].",
     )
     bearing.add_argument("--config", required=True, help="sensor configuration file (TOML)")
     bearing.add_argument("--expected", type=finite_float, required=True, metavar="DEG",
@@ -159,11 +167,17 @@ def build_parser() -> argparse.ArgumentParser:
                          help="capture length (default 10 s)")
     bearing.add_argument("--input", metavar="FILE",
                          help="use a recording from the array instead of the microphones")
+    bearing.add_argument("--no-publish", action="store_true",
+                         help="only print the result; do not send it to the broker "
+                         "(barkwatch/v1/bearing_check/<device>)")
+    bearing.add_argument("--publish-timeout", type=finite_float, default=30.0, metavar="S",
+                         help="give up sending the result after S seconds (default 30)")
     return parser
 
 
 def _bearing_check(args: argparse.Namespace) -> int:
     from sensor.bearing_check import check_bearing, describe
+    from sensor.bearing_report import report_of
     from sensor.capture import FileSource, MicrophoneSource
     from sensor.config import load_sensor_config
 
@@ -172,6 +186,9 @@ def _bearing_check(args: argparse.Namespace) -> int:
         raise SensorError(f"{args.config}: no microphone array ([array] preset), so no bearing")
     if not 0.0 <= args.expected <= 360.0 or not args.tolerance > 0 or not args.seconds > 0:
         raise SensorError("--expected must be 0-360 degrees, --tolerance and --seconds positive")
+    if not 0 < args.publish_timeout <= 3600:
+        raise SensorError("--publish-timeout must be 0-3600 s")
+    started_ns = time.time_ns()  # the capture's start: the time the check is stored at
     source: FileSource | MicrophoneSource
     if args.input:
         source = FileSource(args.input, max_s=args.seconds, channel=config.audio.channel,
@@ -197,7 +214,29 @@ def _bearing_check(args: argparse.Namespace) -> int:
                           config.audio.channel, args.expected, args.tolerance)
     for line in describe(check):
         print(line)
-    return 0 if check.passed else 1
+    verdict = 0 if check.passed else 1
+    if args.no_publish:
+        return verdict
+    report = report_of(check, config.device_id, started_ns, config.array.orientation_deg)
+    return _send_bearing_check(config, report, verdict, args.publish_timeout)
+
+
+def _send_bearing_check(config: SensorConfig, report: BearingCheckReport, verdict: int,
+                        timeout_s: float) -> int:
+    """Send the check's result for the review app's field check; ``verdict`` or 3."""
+    from sensor.bearing_report import bearing_check_topic, encode_report
+    from sensor.oneshot import publish_once
+
+    topic = bearing_check_topic(config.device_id)
+    try:
+        publish_once(config.mqtt, f"barkwatch-sensor-{config.device_id}-bearing-check", topic,
+                     encode_report(report), retain=True, timeout_s=timeout_s)
+    except SensorError as exc:
+        print(f"barkwatch-sensor: error: the result was not sent to the broker: {exc} "
+              "(the verdict above stands; --no-publish only prints it)", file=sys.stderr)
+        return 3
+    print(f"sent to the broker on {topic}: the field check shows it")
+    return verdict
 
 
 def _calibrate(args: argparse.Namespace) -> int:

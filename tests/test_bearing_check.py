@@ -6,6 +6,7 @@ noise alone gives no bearing."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -123,14 +124,31 @@ def test_the_command_prints_the_bearing_and_exits_by_the_verdict(tmp_path, capsy
                     orientation_deg=45.0), 250.0), RATE, subtype="FLOAT")  # fmt: skip
     config = _config(tmp_path, 45.0)
     rc = main(["bearing-check", "--config", str(config), "--expected", "250", "--input",
-               str(recording)])
+               str(recording), "--no-publish"])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert out.count("clap at") == 3 and "the array's orientation is right" in out
     wrong = main(["bearing-check", "--config", str(_config(tmp_path, 135.0)), "--expected",
-                  "250", "--input", str(recording)])
+                  "250", "--input", str(recording), "--no-publish"])
     out = capsys.readouterr().out
     assert wrong == 1 and "set [array] orientation_deg = 45" in out
+
+
+def test_a_result_the_broker_never_got_is_printed_and_the_command_exits_3(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recording = tmp_path / "claps.wav"
+    soundfile.write(recording, claps_as_plane_wave(ArraySettings(preset="uma8"), 250.0), RATE,
+                    subtype="FLOAT")
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    config = _config(tmp_path, 0.0)
+    config.write_text(config.read_text() + f"[mqtt]\nport = {port}\n")
+    rc = main(["bearing-check", "--config", str(config), "--expected", "250", "--input",
+               str(recording), "--publish-timeout", "1"])
+    out, err = capsys.readouterr()
+    assert rc == 3 and "the array's orientation is right" in out
+    assert "the result was not sent to the broker" in err and "connection refused" in err
 
 
 def test_the_command_without_an_array_says_so(tmp_path, capsys) -> None:
