@@ -28,9 +28,11 @@ from analyzer.deploy.provision import command_topic, list_devices
 from analyzer.deploy.services import LocalDeployment, Mosquitto, Services
 from analyzer.ingest.service import Analyzer
 from analyzer.store.influx import InfluxClient, InfluxSettings
+from sensor.bearing_report import bearing_check_topic
 from sensor.config import MqttSettings, load_sensor_config
 from sensor.confirmations import stored_topic
 from sensor.frames import frames_from_samples
+from sensor.oneshot import PublishError, publish_once
 from sensor.outbox import Outbox
 from sensor.publisher import CONFIRM_BY_BROKER, FramePublisher, connect_async, make_client
 from sensor.wire import encode_frame, frame_topic, heartbeat_topic, status_topic
@@ -168,6 +170,7 @@ def test_a_device_publishing_into_another_devices_topics_never_reaches_the_analy
         frame_topic("dev-b"),
         status_topic("dev-b"),
         heartbeat_topic("dev-b"),
+        bearing_check_topic("dev-b"),
         "barkwatch/v1/frames/dev-b/extra",
         "barkwatch/v1/frames/dev-a/extra",
         "barkwatch/v1/other/dev-a",
@@ -177,12 +180,26 @@ def test_a_device_publishing_into_another_devices_topics_never_reaches_the_analy
         stored_topic("dev-a"),
     ]
     # MQTT 5: the broker reports each refusal as reason 135.
-    assert [device_a.publish(topic, b"forged") for topic in forged] == [NOT_AUTHORIZED] * 10
+    assert [device_a.publish(topic, b"forged") for topic in forged] == [NOT_AUTHORIZED] * 11
     assert device_b.publish(frame_topic("dev-b"), b"genuine") == SUCCESS
     wait_until(lambda: analyzer.received(frame_topic("dev-b")), 30, "dev-b's own frame")
     assert analyzer.messages == [(frame_topic("dev-b"), b"genuine")]
     # Refused, not thrown out (max_queued_messages 0 would make 2.0.11 disconnect it).
     assert device_a.disconnects == 0
+
+
+def test_a_device_sends_its_own_bearing_check_over_tls_and_the_analyzer_reads_it(
+    deployment: LocalDeployment, broker: Mosquitto, probes: list[Probe]
+) -> None:
+    analyzer = Probe(deployment.analyzer_mqtt(broker)).wait_connected()
+    probes.append(analyzer)
+    analyzer.subscribe("barkwatch/v1/#")
+    publish_once(deployment.device_mqtt("dev-a", broker), "dev-a-check",
+                 bearing_check_topic("dev-a"), b"a's check", retain=True, timeout_s=30)
+    wait_until(lambda: analyzer.received(bearing_check_topic("dev-a")), 30, "a's check")
+    with pytest.raises(PublishError, match="ACL refused .*dev-b.* to user 'dev-a'"):
+        publish_once(deployment.device_mqtt("dev-a", broker), "dev-a-check",
+                     bearing_check_topic("dev-b"), b"forged", retain=True, timeout_s=30)
 
 
 def test_a_device_cannot_read_another_devices_data_or_commands(

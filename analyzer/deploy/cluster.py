@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 STREAM = "BARKWATCH"
 PARTITION_ROOT = "bwp"  # bwp.<k>.<kind>.<device>
-KINDS = ("frames", "heartbeat", "status")
+KINDS = ("frames", "heartbeat", "status", "bearing_check")
 MAX_PARTITIONS = 1024
 ANALYZER_USER = "barkwatch.analyzer"
 BCRYPT_ROUNDS = 11  # nats-server's own default cost; every connect pays it once

@@ -61,7 +61,9 @@ from analyzer.store import (
     status_point,
     write_with_retry,
 )
+from analyzer.store.checks import bearing_check_point
 from analyzer.store.outside_window import implausible_frame_point
+from sensor.bearing_report import REPORT_KIND, decode_report
 from sensor.confirmations import encode_stored, stored_topic
 from sensor.errors import ConfigError, WireError, WireReason
 from sensor.features import HOP_S
@@ -74,6 +76,7 @@ SUBSCRIPTIONS = [
     (f"{TOPIC_ROOT}/frames/+", 1),
     (f"{TOPIC_ROOT}/heartbeat/+", 1),
     (f"{TOPIC_ROOT}/status/+", 1),
+    (f"{TOPIC_ROOT}/{REPORT_KIND}/+", 1),
 ]
 FLUSH_AFTER_S = 0.5
 HOUSEKEEPING_EVERY_S = 1.0
@@ -388,12 +391,16 @@ class Analyzer:
                 self._handle_heartbeat(device, payload)
             elif kind == "status":
                 self._handle_status(device, payload)
+            elif kind == REPORT_KIND:
+                self._handle_bearing_check(device, payload)
             else:
                 self.counters.bad_topic += 1
                 log.warning("dropped message on unknown topic %s", message.topic)
         except AnalyzerError as exc:
             if kind == "heartbeat":
                 self.counters.heartbeat_malformed += 1
+            elif kind == REPORT_KIND:
+                self.counters.bearing_check_malformed += 1
             else:
                 self.counters.status_malformed += 1
             log.warning("dropped %s message from %s: %s", kind, device, exc)
@@ -625,6 +632,27 @@ class Analyzer:
                             problem, self.counters.heartbeat_implausible_time)
         self._add_point(point)
         self.counters.heartbeats += 1
+
+    def _handle_bearing_check(self, device: str, payload: bytes) -> None:
+        """Store a sensor's array check (sensor/bearing_report.py) at its capture time: the
+        retained message, delivered again, overwrites its own point."""
+        try:
+            report = decode_report(payload)
+        except WireError as exc:
+            raise AnalyzerError(f"{exc} ({exc.reason})") from exc
+        if report.device_id != device:
+            self.counters.device_mismatch += 1
+            raise AnalyzerError(f"bearing check device id {report.device_id!r} disagrees with "
+                                "its topic")
+        ahead_s, limit_s = (report.time_ns - time.time_ns()) / 1e9, self.config.max_clock_ahead_s
+        if ahead_s > limit_s:  # a sensor's clock gone wrong: never a point in the future
+            raise AnalyzerError(f"bearing check dated {ahead_s:.0f} s ahead of this clock "
+                                f"(more than max_clock_ahead_s, {limit_s:.0f})")
+        self._add_point(bearing_check_point(report))
+        self.counters.bearing_checks += 1
+        log.info("bearing check from %s: %s (measured %s, expected %.1f deg)", device,
+                 "passed" if report.passed else "FAILED", report.measured_deg,
+                 report.expected_deg)
 
     def _handle_status(self, device: str, payload: bytes) -> None:
         # Status messages carry no time: stamped with the analyzer's clock on arrival.

@@ -45,6 +45,8 @@ class AnalyzerCounters:
     heartbeat_implausible_time: int = 0  # stored at arrival, flagged: time outside the window
     status_changes: int = 0
     status_malformed: int = 0
+    bearing_checks: int = 0  # array checks stored (sensor/bearing_report.py)
+    bearing_check_malformed: int = 0  # array checks refused: oversized, malformed, mismatched
     handler_errors: int = 0  # messages whose handling raised unexpectedly: dropped
     scoring_errors: int = 0  # frames stored unscored because scoring raised
     worker_errors: int = 0

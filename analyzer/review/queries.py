@@ -256,3 +256,34 @@ def frames_since(client: InfluxClient, device_id: str, start_ns: int, end_ns: in
                                 f"{device_clause(device_id)} AND time > {start_ns} AND "
                                 f"time <= {end_ns}"))
     return int(rows[0][1]) if rows else 0
+
+
+@dataclass(frozen=True)
+class StoredBearingCheck:
+    """A device's array check as stored (``bearing_check``, sensor/bearing_report.py)."""
+
+    time_ns: int
+    expected_deg: float
+    tolerance_deg: float
+    passed: bool
+    measured_deg: float | None
+    offset_deg: float | None
+    suggested_orientation_deg: float | None
+    claps: int
+    claps_with_bearing: int
+
+
+def last_bearing_check(client: InfluxClient, device_id: str,
+                       until_ns: int) -> StoredBearingCheck | None:
+    """The device's latest array check at or before ``until_ns`` (None: never checked)."""
+    rows = client.query(
+        "SELECT expected_deg, tolerance_deg, passed, measured_deg, offset_deg, "
+        "suggested_orientation_deg, claps, claps_with_bearing FROM bearing_check WHERE "
+        f"{device_clause(device_id)} AND time <= {until_ns} ORDER BY time DESC LIMIT 1")
+    values = _values(rows)
+    if not values:
+        return None
+    t, expected, tolerance, passed, measured, offset, suggested, claps, found = values[0]
+    return StoredBearingCheck(int(t), float(expected), float(tolerance), bool(passed),
+                              _round(measured, 1), _round(offset, 1), _round(suggested, 1),
+                              int(claps), int(found))

@@ -13,6 +13,9 @@ function show(section, fields) {
     if (name === "condition") {
       element.className = {up: "ok", late: "warn", silent: "bad"}[fields[name]] || "";
     }
+    if (name === "bearing_check") {  // the array's clap check (issue 36)
+      element.className = {passed: "ok", failed: "bad"}[fields.bearing_check_verdict] || "";
+    }
   }
 }
 
