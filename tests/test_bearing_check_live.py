@@ -30,7 +30,7 @@ from sensor.cli import main
 from tests.conftest import wait_until
 from tests.test_bearing_check import RATE, claps_as_plane_wave
 from tests.test_end_to_end import analyzer_config
-from tests.test_review_http import PASSWORD, Browser
+from tests.test_review_http import PASSWORD, Browser, Clock
 
 NS = 1_000_000_000
 OFFICER = "Ofc. Kay"
@@ -43,6 +43,7 @@ class Site:
     base: str
     db: Path
     root: Path
+    clock: Clock  # the review app's: a page and its live poll read at the same moment
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +62,15 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             port = int(s.getsockname()[1])
         settings = ReviewSettings(port=port, cases_db=str(db),
                                   influx=InfluxSettings(url=services.influx.url))
-        running = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1",
+        clock = Clock()
+        running = uvicorn.Server(uvicorn.Config(create_app(settings, clock), host="127.0.0.1",
                                                 port=port, log_config=None))
         thread = threading.Thread(target=running.run, daemon=True)
         thread.start()
         try:
             wait_until(lambda: running.started or not thread.is_alive(), 60, "the review app")
             wait_until(analyzer.connected.is_set, what="the analyzer to connect")
-            yield Site(services, analyzer, f"http://127.0.0.1:{port}", db, root)
+            yield Site(services, analyzer, f"http://127.0.0.1:{port}", db, root, clock)
         finally:
             running.should_exit = True
             thread.join(timeout=30)
@@ -104,6 +106,7 @@ def _stored(site: Site, device: str) -> list[dict[str, object]]:
 
 
 def _live(site: Site, url: str) -> dict[str, str]:
+    site.clock.now = time.time_ns()  # after the check: the field check reads it
     browser = Browser(site.base)
     browser.sign_in()
     status, _, body = browser.request(url + "/live")
