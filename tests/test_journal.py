@@ -29,7 +29,14 @@ from analyzer.ingest import Analyzer
 from analyzer.ingest import journal as journal_module
 from analyzer.ingest.device import DeviceAnalysis
 from analyzer.ingest.journal import DeviceJournal, JournalError, UnsaveableState
-from analyzer.ingest.journal_format import FORMAT, HEADER, StateEncoder, read_records, record
+from analyzer.ingest.journal_format import (
+    FORMAT,
+    HEADER,
+    StateEncoder,
+    read_records,
+    record,
+    unpack,
+)
 from analyzer.ingest.ordering import ReorderBuffer
 from analyzer.ingest.saved import KEEP_STORED_S, LiveDevice
 from analyzer.ordinance import EvidenceChain
@@ -156,8 +163,8 @@ def test_a_saved_state_of_a_class_this_code_lacks_is_named_and_that_device_afres
     gone = [msgpack.ExtType(5, b"analyzer.no_such_module:Gone"), {}]  # a class and its state
     change = {"r": {k: v for k, v in vars(ReorderBuffer(120)).items() if k != "_waiting"},
               "i": 0, "f": START_NS, "full": True}
-    values = encoder.pack([{"tracker": gone}, {}])
-    bad = change | {"det": {"full": True, "ctx": "x", "p": encoder.pack({"=": ["V", values]})}}
+    parts = {"=": ["V", {"tracker": gone}, {}]}
+    bad = change | {"det": {"full": True, "ctx": "x", "p": encoder.pack(parts)}}
     payload = encoder.pack({"k": "save", "d": {"good": change, "bad": bad}, "s": []})
     path.write_bytes(HEADER + record(payload))
     saved, problems = DeviceJournal(path).load()
@@ -526,6 +533,38 @@ def test_a_journal_of_a_newer_format_is_refused_with_its_number(tmp_path: Path) 
                                            r"reads format 4 only \(written by a newer"):
         DeviceJournal(path)
     assert path.read_bytes() == bytes(data)  # left as found
+
+
+def test_a_journal_of_format_3_is_refused_as_older(tmp_path: Path) -> None:
+    # Format 3 packed each tuple and object as msgpack bytes of their own (before the values
+    # went into one pass): read as format 4, it would be misread, so it is refused whole.
+    path = tmp_path / "journal"
+    _saves(path, list(frames_from_samples(sine(1000.0, 0.1, 2.0, 16000), 16000, 100.0,
+                                          device_id="j-1", start_ns=START_NS)))
+    data = bytearray(path.read_bytes())
+    data[len(HEADER) - 4:len(HEADER)] = struct.pack(">I", 3)
+    path.write_bytes(bytes(data))
+    with pytest.raises(JournalError, match=rf"{path} is journal format 3; this analyzer "
+                                           r"reads format 4 only \(written by an older"):
+        DeviceJournal(path)
+
+
+def test_values_come_back_with_their_types_tuples_deques_objects_and_arrays() -> None:
+    encoder = StateEncoder()
+    settings = DetectorSettings()  # frozen: encoded once, its bytes reused
+    reorder = ReorderBuffer(7, 3.0)
+    value = {
+        "empty tuple": (), "nested": ((1, (2.0,)), [(3, "x")]), "list of lists": [[1], []],
+        "deques": [deque([(1, 2)], 4), deque([])], "scalar": np.float32(1.5),
+        "arrays": (np.arange(6, dtype=">i4").reshape(2, 3), np.zeros((0, 19)),
+                   np.array(7, dtype=np.int64)),
+        "objects": [settings, settings, reorder], "bytes": b"\x00", "none": None,
+    }
+    for _ in range(2):  # the second time from the encoder's caches
+        back = unpack(encoder.pack(value))
+        _assert_same(value, back, "value")
+        assert back["deques"][0].maxlen == 4 and back["deques"][1].maxlen is None
+        assert back["arrays"][0].dtype == np.dtype(">i4")
 
 
 def test_a_rewritten_journal_holds_the_same_state_in_one_record_per_device(

@@ -30,7 +30,9 @@ from that state (``analyzer.ingest.keeper``).
 
 Which state is saved is found, not listed (:mod:`analyzer.ingest.saved`): a list or deque
 attribute of the assessor is a store, journalled by what it gained and lost at its ends,
-anything else a value, written when its bytes change.
+anything else a value, written at every save of a device with detection state (the pipeline's
+counters move at every frame). Where each part lives is found once per analysis
+(:class:`analyzer.ingest.saved.PartsLayout`) and checked, not walked again, at each save.
 
 A saved detection state is used only with the detector settings, dog head and installation
 record it was made with (``context``); otherwise the device starts afresh, as before.
@@ -52,6 +54,7 @@ from analyzer.files import set_sqlite_file_aside
 from analyzer.ingest.device import DeviceAnalysis
 from analyzer.ingest.journal_format import (
     HEADER,
+    ROWS_FROM,
     DamagedRecord,
     JournalFormatError,
     StateEncoder,
@@ -106,7 +109,6 @@ class _Written:
     detection: DeviceAnalysis | None = None  # the analysis whose parts the mirrors follow
     has_detection: bool = False
     mirrors: dict[str, deque[Any]] = field(default_factory=dict)  # stores: entries held
-    values: bytes = b""  # the values (every part but the stores), as last written
     layout: PartsLayout | None = None  # where the parts of ``detection`` are
 
 
@@ -273,7 +275,6 @@ class DeviceJournal:
         written.detection = analysis
         written.mirrors = {path: deque(value) for path, value in
                            detection_parts(analysis).items() if is_store(path, value)}
-        written.values = b""
         written.layout = None
 
     def save(self, devices: Mapping[str, LiveDevice | None],
@@ -296,7 +297,8 @@ class DeviceJournal:
                 changes[device] = None
                 self._written.pop(device, None)
                 unsaveable.append(f"{device}: {exc}")
-        keys = [[d, seq, ns] for d, seq, ns in stored if changes.get(d, {}) is not None]
+        keys: list[list[Any]] = [[d, seq, ns] for d, seq, ns in stored
+                                 if changes.get(d, {}) is not None]
         try:
             payload = self._encoder.pack({"k": "save", "d": changes, "s": keys})
         except StateFormatError:  # a reorder buffer's counts: find whose, save the others
@@ -352,7 +354,8 @@ class DeviceJournal:
         """What changed in one device since ``written`` (None: everything, ``full``), and
         what the journal holds of it once that is written (``written``, updated)."""
         # The reorder buffer's counts, encoded with the record (a few integers).
-        reorder = {k: v for k, v in vars(live.reorder).items() if k != "_waiting"}
+        reorder = dict(vars(live.reorder))
+        del reorder["_waiting"]
         change: dict[str, Any] = {"r": reorder, "i": live.implausible, "f": live.fed_end_ns}
         full = written is None
         if written is None:
@@ -370,9 +373,7 @@ class DeviceJournal:
             written.held = set(held)
         analysis = live.analysis
         if analysis is not None:
-            detection = self._detection_change(analysis, written)
-            if detection is not None:
-                change["det"] = detection
+            change["det"] = self._detection_change(analysis, written)
         elif live.pending is not None:
             if full:  # a rewrite: the restored state, not yet in use, whole
                 change["det"] = self._pending_detection(live.pending)
@@ -383,17 +384,14 @@ class DeviceJournal:
             written.detection = None
         return change, written
 
-    def _detection_change(self, analysis: DeviceAnalysis, written: _Written
-                          ) -> dict[str, Any] | None:
-        """The parts of ``analysis`` that changed since ``written``: the values (every part
-        but the stores) together when their bytes changed, each store's dropped count and
-        added entries; None when nothing did."""
+    def _detection_change(self, analysis: DeviceAnalysis, written: _Written) -> dict[str, Any]:
+        """The parts of ``analysis`` as they changed since ``written``: the values (every
+        part but the stores: the pipeline's change at nearly every frame, so not compared)
+        and each store's dropped count and added entries."""
         pack, rows = self._encoder.pack, self._encoder.encode_rows
-        out: dict[str, list[Any]] = {}
         whole = written.detection is not analysis
         if whole:
-            written.detection, written.mirrors, written.values = analysis, {}, b""
-            written.layout = None
+            written.detection, written.mirrors, written.layout = analysis, {}, None
             written.has_detection = True
         mirrors = written.mirrors
         found = None if written.layout is None else written.layout.read()
@@ -405,21 +403,18 @@ class DeviceJournal:
             for path in stale:  # no longer a store: written with the values
                 del mirrors[path]
         pipeline, assessor, stores = found
+        out: dict[str, list[Any]] = {VALUES: ["V", pipeline, assessor]}
         for path, store in stores:
             mirror = mirrors.get(path)
             diff = None if mirror is None else _store_change(mirror, store)
             if diff is None:
                 mirrors[path] = deque(store)
                 out[path] = ["s", rows(list(store))]
-            elif diff[0] or diff[1]:
-                out[path] = ["d", diff[0], rows(diff[1])]
-        # The values in bytes of their own, to be compared with the last written.
-        data = pack([pipeline, assessor])
-        if data != written.values:
-            written.values = data
-            out[VALUES] = ["V", data]
-        if not out and not whole:
-            return None
+            elif diff[1]:
+                added = diff[1]
+                out[path] = ["d", diff[0], added if len(added) < ROWS_FROM else rows(added)]
+            elif diff[0]:
+                out[path] = ["d", diff[0], []]
         # A device's parts in bytes of their own: a part this code cannot rebuild when the
         # file is read loses that device's detection state, not the record.
         change: dict[str, Any] = {"p": pack(out)}
@@ -434,9 +429,9 @@ class DeviceJournal:
         parts = saved.parts
         out: dict[str, list[Any]] = {path: ["s", rows(list(v))]
                                      for path, v in parts.items() if is_store(path, v)}
-        out[VALUES] = ["V", pack([saved.pipeline, {
-            path: v for path, v in parts.items()
-            if path.startswith(ASSESSOR) and not is_store(path, v)}])]
+        out[VALUES] = ["V", saved.pipeline, {path: v for path, v in parts.items()
+                                             if path.startswith(ASSESSOR)
+                                             and not is_store(path, v)}]
         return {"p": pack(out), "ctx": saved.context, "full": True}
 
     def compact(self, devices: Mapping[str, LiveDevice]) -> int:

@@ -276,7 +276,7 @@ class Replayed:
             # this device's detection state.
             for path, (kind, *data) in unpack(detection["p"]).items():
                 if kind == "V":  # every part but the stores: the pipeline's, the assessor's
-                    pipeline, assessor = unpack(data[0])
+                    pipeline, assessor = data
                     self.parts.update({PIPELINE + k: v for k, v in pipeline.items()})
                     self.parts.update(assessor)
                 elif kind == "s":
