@@ -143,9 +143,13 @@ def audibility_change(gated: list[tuple[float, float, bool, float]],
                if np.isfinite([g[3] for g in gated]).any() else {})}
 
 
-def bark_clips(limit: int, rng: np.random.Generator) -> list[np.ndarray]:
+def bark_clips(limit: int, rng: np.random.Generator,
+               sources: frozenset[str] | None = None) -> list[np.ndarray]:
+    """Up to ``limit`` bark clips of ``dogs/``, one per source; with ``sources`` (``dogs/NAME``
+    as a fine-tuning report's ``held_out_sources`` names them), only those sources'."""
     with open(CORPUS / "dogs" / "manifest.csv", newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["label"] == "dog_bark"]
+        rows = [r for r in csv.DictReader(f) if r["label"] == "dog_bark"
+                and (sources is None or f"dogs/{r['source']}" in sources)]
     # one clip per source (the large segmented source counts once), 0.3-4 s long
     by_source: dict[str, dict[str, str]] = {}
     for row in rows:
@@ -210,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--barks", type=int, default=40, help="bark clips (default 40)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--head", default="", help="detector head (default: bundled)")
+    parser.add_argument("--held-out", type=Path, metavar="JSON",
+                        help="barks only from the held_out_sources of this report of "
+                        "barkwatch-train finetune --export (sources the sensor's fine-tuned "
+                        "network never saw); default: every source of dogs/")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
@@ -217,7 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     results: dict[str, object] = {"load_average": os.getloadavg(), "seed": args.seed,
                                   "head": args.head or "bundled"}
-    barks, bed = bark_clips(args.barks, rng), street()
+    sources = None
+    if args.held_out:
+        sources = frozenset(json.loads(args.held_out.read_text())["held_out_sources"])
+        results["held_out"] = str(args.held_out)
+    barks, bed = bark_clips(args.barks, rng, sources), street()
+    results["bark_clips"] = len(barks)
     scenes = {"demo": (read(ROOT / "demo" / "example.flac"), []),
               "barks in the street": bark_scene(barks, bed, rng)}
     for name, (samples, spans) in scenes.items():
