@@ -8,14 +8,16 @@ CNN alone, which passes speech: digits were still told apart 39-54 % of the time
 second is judged by the score the detector reads, and only a dog's second carries more than
 levels:
 
-- **dog**: in this second or a neighbour, the fused score of a bundled detector reaches
-  ``fused_threshold`` at some 20 ms step — the sensor's dog head (its patch score ``pd``, fused
-  with the CNN as the head file says), and, on a sensor that runs the fine-tuned network, the
-  detectors that read its score (``dg``: ``models/dog_head.v5*.npz``) — or YAMNet's own dog
-  classes reach ``yamnet_dog_threshold``. The threshold is below every detector's event
-  threshold (0.7-0.8), the CNN's score is taken at its highest over the analyzer's smoothing
-  window, and the neighbours cover the analyzer's merging of events 0.5 s apart: a second that
-  could hold an event leaves whole. It carries what the analyzer needs for the event and its
+- **dog**: in this second or a neighbour, the fused score of a bundled detector reaches its
+  threshold at some 20 ms step — the sensor's dog head (its patch score ``pd``, fused with the
+  CNN as the head file says), and, on a sensor that runs the fine-tuned network, the detectors
+  that read its score (``dg``: ``models/dog_head.v5*.npz``) — or YAMNet's own dog classes reach
+  ``yamnet_dog_threshold``. A detector's threshold is its own event off-threshold less
+  ``event_margin`` (0.1; at least ``fused_threshold``, 0.5): an event spans only steps at or
+  over the off-threshold, the CNN's score is taken at its highest over the analyzer's smoothing
+  window, and the neighbours cover the analyzer's merging of events 0.5 s apart, so a second
+  that could hold an event leaves whole (the same events gated and whole:
+  ``benchmarks/gate_cost.py``). It carries what the analyzer needs for the event and its
   level 100 ft away (:mod:`sensor.wire`), not YAMNet's embeddings or class scores;
 - **speech**: no dog activity, and a patch of this frame or a neighbour scores at or above
   ``speech_threshold`` on one of YAMNet's speech and voice classes;
@@ -67,17 +69,22 @@ SPEECH_CLASSES = (
 class GateSettings:
     """Thresholds of the speech gate (sensor configuration ``[privacy]``).
 
-    Dog activity is judged on the detectors' own fused scores, with a threshold below what any
-    of them needs for an event (the bundled head ends events below 0.75, v5 below 0.8,
-    v5-fused below 0.7), so every second that could hold one leaves whole; on speech the
-    bundled head's fused score stays under 0.12 and v5-fused's reaches 0.5 in 1 % of seconds
-    (docs/PRIVACY.md). Speech: YAMNet's score of a voice class (0..1). There is no switch to
+    Dog activity is judged on each detector's own fused score, from its event off-threshold
+    less ``event_margin`` (the sensor's head ends events below 0.75, v5 below 0.8, v5-fused
+    below 0.7: 0.65, 0.7, 0.6), so every second that could hold an event leaves whole; on
+    speech the sensor's head's fused score stays under 0.12 and v5-fused's reaches 0.5 in 1 %
+    of seconds (docs/PRIVACY.md). Speech: YAMNet's score of a voice class (0..1). There is no switch to
     turn the gate off."""
 
     speech_threshold: float = setting(
         0.2, "a patch whose score of a voice class (YAMNet) reaches this is speech", 0.01, 0.99)
     fused_threshold: float = setting(
-        0.5, "dog activity: a detector's fused score of a 20 ms step reaches this", 0.01, 0.99)
+        0.5, "dog activity: a detector's fused score of a 20 ms step reaches this (or, for a "
+        "detector with event thresholds, its off-threshold less event_margin if higher)",
+        0.01, 0.99)
+    event_margin: float = setting(
+        0.1, "dog activity: a detector with event thresholds counts from its off-threshold "
+        "less this (a step under its off-threshold is in none of its events)", 0.0, 0.99)
     yamnet_dog_threshold: float = setting(
         0.2, "dog activity: YAMNet's score of a dog class reaches this", 0.01, 0.99)
     background_s: int = setting(
@@ -115,9 +122,22 @@ class SpeechGate:
         self.dog_indices = np.asarray(dog_classes, dtype=np.int64)
         self.head = head or cached_head()
         self.tuned = tuned_heads() if tuned is None else tuned
+        # per detector (the sensor's own head, then the tuned ones): the fused score from which
+        # a step counts as dog activity
+        self.thresholds = tuple(self._threshold(h) for h in (self.head, *self.tuned))
         self.backgrounds = BackgroundStatistics(self.settings.background_s,
                                              self.settings.background_window_s)
         self.reset()
+
+    def _threshold(self, head: DogHead) -> float:
+        """Dog activity for ``head``: ``fused_threshold``, or its off-threshold less
+        ``event_margin`` where that is higher. An event spans only steps at or over the
+        off-threshold; the margin covers the wire's float16 scores and the CNN's smoothing
+        (taken at its highest, :data:`SMOOTHING_STEPS`)."""
+        s = self.settings
+        if head.off_threshold is None:
+            return s.fused_threshold
+        return max(s.fused_threshold, float(head.off_threshold) - s.event_margin)
 
     def reset(self) -> None:
         """Forget the frames before (lost samples: a new segment; flush first)."""
@@ -139,7 +159,8 @@ class SpeechGate:
         scores = frame.class_scores
         if len(scores) and float(scores[:, self.dog_indices].max()) >= s.yamnet_dog_threshold:
             return True
-        return max(fused) >= s.fused_threshold
+        return any(score >= threshold
+                   for score, threshold in zip(fused, self.thresholds, strict=False))
 
     def fused_scores(self, frame: Frame, before: Frame | None = None) -> tuple[float, ...]:
         """The highest fused score over the steps of ``frame`` of the sensor's own head and of

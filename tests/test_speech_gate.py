@@ -136,3 +136,24 @@ def test_the_analyzer_finds_the_same_events_in_gated_frames() -> None:
     whole = events([dataclasses.replace(f, gate=GATE_DOG) for f in frames])
     assert {f.gate for f in frames} == {GATE_QUIET, GATE_DOG}
     assert gated == whole and len(gated) >= 1
+
+
+def test_each_detector_counts_as_dog_activity_from_its_own_off_threshold_less_the_margin() -> None:
+    """A step under a detector's off-threshold lies in none of its events: the gate opens for
+    it from that threshold less ``event_margin`` (never under ``fused_threshold``); a head
+    without event thresholds (untouched YAMNet) opens at ``fused_threshold``."""
+    from sensor.dog_head import DogHead
+    from sensor.gate import GateSettings, SpeechGate
+    from sensor.yamnet_network import dog_class_indices, load_class_names
+
+    names = tuple(load_class_names())
+    strict = DogHead(version="strict", fusion_kind="head", on_threshold=0.95, off_threshold=0.8)
+    loose = DogHead(version="loose", fusion_kind="head", on_threshold=0.6, off_threshold=0.4)
+    gate = SpeechGate(names, dog_class_indices(names), GateSettings(), head=DogHead(),
+                      tuned=(strict, loose))  # fmt: skip
+    assert gate.thresholds == pytest.approx((0.5, 0.7, 0.5))
+    frame = frames_of(clip("sonyc_street_ambience_01_027029.flac")[:RATE])[0]
+    assert not gate._dog_activity(frame, (0.0, 0.69, 0.0))
+    assert gate._dog_activity(frame, (0.0, 0.71, 0.0))
+    assert gate._dog_activity(frame, (0.5, 0.0, 0.0))
+    assert not gate._dog_activity(frame, (0.49, 0.69, 0.49))
