@@ -73,8 +73,8 @@ class GateSettings:
     less ``event_margin`` (the sensor's head ends events below 0.75, v5 below 0.8, v5-fused
     below 0.7: 0.65, 0.7, 0.6), so every second that could hold an event leaves whole; on
     speech the sensor's head's fused score stays under 0.12 and v5-fused's reaches 0.5 in 1 %
-    of seconds (docs/PRIVACY.md). Speech: YAMNet's score of a voice class (0..1). There is no switch to
-    turn the gate off."""
+    of seconds (docs/PRIVACY.md). Speech: YAMNet's score of a voice class (0..1). There is no
+    switch to turn the gate off."""
 
     speech_threshold: float = setting(
         0.2, "a patch whose score of a voice class (YAMNet) reaches this is speech", 0.01, 0.99)
