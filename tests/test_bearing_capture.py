@@ -160,12 +160,17 @@ def test_a_builder_with_an_array_refuses_blocks_without_their_channels():
     with pytest.raises(ValueError, match="must carry every channel"):
         builder.push(np.zeros(1600))
 
-def test_an_array_recording_replays_through_the_node_with_its_bearings(tmp_path):
+def array_recording(tmp_path) -> tuple[FileSource, FrameBuilder]:
+    """A bark from 120 degrees recorded on the UMA-8, as a file source and its frame builder."""
     audio, rate = bark_as_plane_wave(UMA8, 120.0, (70.0, 78.0))
     recording = tmp_path / "array.wav"
     soundfile.write(recording, audio, rate, subtype="FLOAT")
     source = FileSource(recording, channel=0, keep_channels=True)
-    builder = FrameBuilder("yard-1", source.sample_rate, FULL_SCALE_DB, 0, array=UMA8)
+    return source, FrameBuilder("yard-1", source.sample_rate, FULL_SCALE_DB, 0, array=UMA8)
+
+
+def test_an_array_recording_replays_through_the_node_with_its_bearings(tmp_path):
+    source, builder = array_recording(tmp_path)
     outbox = Outbox(str(tmp_path / "outbox.sqlite"), 1000)
     try:
         measure_into_outbox(source, builder, outbox, NodeStats(), threading.Event(),
@@ -182,11 +187,7 @@ def test_an_array_recording_replays_through_the_node_with_its_bearings(tmp_path)
 
 
 def test_the_heartbeat_reports_the_bearing_stages_counters(tmp_path):
-    audio, rate = bark_as_plane_wave(UMA8, 120.0, (70.0, 78.0))
-    recording = tmp_path / "array.wav"
-    soundfile.write(recording, audio, rate, subtype="FLOAT")
-    source = FileSource(recording, channel=0, keep_channels=True)
-    builder = FrameBuilder("yard-1", source.sample_rate, FULL_SCALE_DB, 0, array=UMA8)
+    source, builder = array_recording(tmp_path)
     assert builder.bearings is not None
     stats = NodeStats(bearings=builder.bearings.counters)  # as run_node sets it
     outbox = Outbox(str(tmp_path / "outbox.sqlite"), 1000)

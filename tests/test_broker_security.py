@@ -157,12 +157,19 @@ def test_anonymous_and_wrong_password_connections_are_refused_on_both_listeners(
     assert probes[-1].wait_connected().connacks == [SUCCESS]
 
 
-def test_a_device_publishing_into_another_devices_topics_never_reaches_the_analyzer(
-    deployment: LocalDeployment, broker: Mosquitto, probes: list[Probe]
-) -> None:
+def listening_analyzer(deployment: LocalDeployment, broker: Mosquitto,
+                       probes: list[Probe]) -> Probe:
+    """The analyzer's credentials, connected and subscribed to every data topic."""
     analyzer = Probe(deployment.analyzer_mqtt(broker)).wait_connected()
     probes.append(analyzer)
     analyzer.subscribe("barkwatch/v1/#")
+    return analyzer
+
+
+def test_a_device_publishing_into_another_devices_topics_never_reaches_the_analyzer(
+    deployment: LocalDeployment, broker: Mosquitto, probes: list[Probe]
+) -> None:
+    analyzer = listening_analyzer(deployment, broker, probes)
     device_a = Probe(deployment.device_mqtt("dev-a", broker)).wait_connected()
     device_b = Probe(deployment.device_mqtt("dev-b", broker)).wait_connected()
     probes += [device_a, device_b]
@@ -191,9 +198,7 @@ def test_a_device_publishing_into_another_devices_topics_never_reaches_the_analy
 def test_a_device_sends_its_own_bearing_check_over_tls_and_the_analyzer_reads_it(
     deployment: LocalDeployment, broker: Mosquitto, probes: list[Probe]
 ) -> None:
-    analyzer = Probe(deployment.analyzer_mqtt(broker)).wait_connected()
-    probes.append(analyzer)
-    analyzer.subscribe("barkwatch/v1/#")
+    analyzer = listening_analyzer(deployment, broker, probes)
     publish_once(deployment.device_mqtt("dev-a", broker), "dev-a-check",
                  bearing_check_topic("dev-a"), b"a's check", retain=True, timeout_s=30)
     wait_until(lambda: analyzer.received(bearing_check_topic("dev-a")), 30, "a's check")
@@ -260,9 +265,7 @@ def test_tls_connects_only_to_a_broker_certified_by_the_project_ca_under_its_add
 def test_an_oversized_packet_is_refused_and_never_delivered(
     deployment: LocalDeployment, broker: Mosquitto, probes: list[Probe]
 ) -> None:
-    analyzer = Probe(deployment.analyzer_mqtt(broker)).wait_connected()
-    probes.append(analyzer)
-    analyzer.subscribe("barkwatch/v1/#")
+    analyzer = listening_analyzer(deployment, broker, probes)
     # MQTT 3.1.1 sends it whatever the broker announced; 70 kB > max_packet_size (66,560).
     sender = Probe(deployment.device_mqtt("dev-a", broker, protocol="mqttv311")).wait_connected()
     sender.client.publish(frame_topic("dev-a"), os.urandom(70_000), qos=1)

@@ -522,28 +522,30 @@ def test_a_damaged_record_ends_the_replay_at_the_last_good_state(
                                                if damage == "truncated" else 0)  # as found
 
 
-def test_a_journal_of_a_newer_format_is_refused_with_its_number(tmp_path: Path) -> None:
-    path = tmp_path / "journal"
+def _journal_of_format(path: Path, number: int) -> bytes:
+    """A journal of a few saves at ``path`` whose header says format ``number``; its bytes."""
     _saves(path, list(frames_from_samples(sine(1000.0, 0.1, 2.0, 16000), 16000, 100.0,
                                           device_id="j-1", start_ns=START_NS)))
     data = bytearray(path.read_bytes())
-    data[len(HEADER) - 4:len(HEADER)] = struct.pack(">I", 99)
+    data[len(HEADER) - 4:len(HEADER)] = struct.pack(">I", number)
     path.write_bytes(bytes(data))
+    return bytes(data)
+
+
+def test_a_journal_of_a_newer_format_is_refused_with_its_number(tmp_path: Path) -> None:
+    path = tmp_path / "journal"
+    data = _journal_of_format(path, 99)
     with pytest.raises(JournalError, match=rf"{path} is journal format 99; this analyzer "
                                            r"reads format 4 only \(written by a newer"):
         DeviceJournal(path)
-    assert path.read_bytes() == bytes(data)  # left as found
+    assert path.read_bytes() == data  # left as found
 
 
 def test_a_journal_of_format_3_is_refused_as_older(tmp_path: Path) -> None:
     # Format 3 packed each tuple and object as msgpack bytes of their own (before the values
     # went into one pass): read as format 4, it would be misread, so it is refused whole.
     path = tmp_path / "journal"
-    _saves(path, list(frames_from_samples(sine(1000.0, 0.1, 2.0, 16000), 16000, 100.0,
-                                          device_id="j-1", start_ns=START_NS)))
-    data = bytearray(path.read_bytes())
-    data[len(HEADER) - 4:len(HEADER)] = struct.pack(">I", 3)
-    path.write_bytes(bytes(data))
+    _journal_of_format(path, 3)
     with pytest.raises(JournalError, match=rf"{path} is journal format 3; this analyzer "
                                            r"reads format 4 only \(written by an older"):
         DeviceJournal(path)
