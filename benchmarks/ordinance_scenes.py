@@ -67,6 +67,14 @@ if str(ROOT) not in sys.path:  # run as a script: the repository's packages
 
 from analyzer.acoustics.propagation import RECEIVER_BEYOND_BOUNDARY_M  # noqa: E402
 from analyzer.config import load_analyzer_config  # noqa: E402
+from analyzer.ordinance.rules import (  # noqa: E402
+    INTERMITTENT,
+    NS,
+    RuleEvent,
+    RuleSettings,
+    counted_events,
+)
+from sensor.configfile import build  # noqa: E402
 from sensor.errors import ConfigError  # noqa: E402
 from training.corpus import RATE, Clip, load_audio, read_manifest  # noqa: E402
 
@@ -490,6 +498,20 @@ def _longest_free(gap: tuple[float, float], events: list[tuple[float, float]]) -
     return max(longest, gap[1] - t)
 
 
+def _counted_intermittent(document: dict[str, Any]) -> set[tuple[float, float]]:
+    """(onset_s, offset_s) of the document's events the intermittent rule counts under the
+    analysis' own rule settings (``document["rules"]``)."""
+    settings = build(RuleSettings, document.get("rules", {}))
+    events = [RuleEvent("scene", round(e["onset_s"] * NS), round(e["offset_s"] * NS),
+                        str(e.get("label", "dog")), 0.0, 0.0, 0.0, "",
+                        plainly_audible=e.get("plainly_audible"))
+              for e in document["events"]]
+    by_key = {(e.onset_ns, e.offset_ns): (d["onset_s"], d["offset_s"])
+              for e, d in zip(events, document["events"], strict=True)}
+    return {by_key[(e.onset_ns, e.offset_ns)]
+            for e in counted_events(INTERMITTENT, settings, events)}
+
+
 def evaluate(scene: Scene, document: dict[str, Any]) -> dict[str, Any]:
     """What the analysis found against the scene's truth."""
     dogs = [p for p in scene.placements if p.kind == "dog"]
@@ -520,7 +542,11 @@ def evaluate(scene: Scene, document: dict[str, Any]) -> dict[str, Any]:
     for f in false_events:
         by_kind[f["confuser"]] = by_kind.get(f["confuser"], 0) + 1
     spans = [(f["onset_s"], f["offset_s"]) for f in false_events]
-    audible = [(f["onset_s"], f["offset_s"]) for f in false_events if f["plainly_audible"]]
+    # The intermittent rule counts plainly audible events in company (issue 39): a false one
+    # bridges a gap only when counted (another counted event, true or false, near it).
+    counted = _counted_intermittent(document)
+    audible = [(f["onset_s"], f["offset_s"]) for f in false_events
+               if (f["onset_s"], f["offset_s"]) in counted]
     gaps = []
     for gap in scene.gaps:
         inside = [s for s in spans if _overlap(*s, *gap) > 0]

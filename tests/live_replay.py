@@ -9,19 +9,20 @@ from influxdb_client import Point
 from analyzer.acoustics.attribution import PremisesSector
 from analyzer.detect import DogEvent
 from analyzer.ordinance.evidence import EvidenceChain, dog_event_fields
-from analyzer.ordinance.rules import COMPLETED, NS, RuleEngine, RuleEvent
+from analyzer.ordinance.rules import COMPLETED, NS, RuleEngine, RuleEvent, RuleSettings
 from analyzer.store import InfluxClient, event_point, window_point
 
 
 def store_as_live(client: InfluxClient, device: str, events: list[RuleEvent], start_ns: int,
                   seconds: int, level: Callable[[int, int], Point | None],
-                  sector: PremisesSector | None = None) -> int:
+                  sector: PremisesSector | None = None,
+                  settings: RuleSettings | None = None) -> int:
     """Run the rules per one-second frame for ``seconds`` from ``start_ns`` and store each
     second's level point (``level(second, time_ns)``; None: no frame, a coverage gap), each
     event once it has ended (with its audibility fields) and every sealed window. Returns the
     number of windows. Events keep their bearing and origin; ``sector`` is the one the
-    windows state."""
-    engine = RuleEngine(device)
+    windows state; ``settings`` the rules' (their defaults when None)."""
+    engine = RuleEngine(device, settings)
     chain = EvidenceChain({device: "12 Elm St"}, sectors={device: sector})
     lines: list[str] = []
     windows, pending = 0, sorted(events, key=lambda e: e.offset_ns)

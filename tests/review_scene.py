@@ -12,7 +12,7 @@ from influxdb_client import Point, WritePrecision
 
 from analyzer.cases import CaseFile, candidate_windows, parse_local_time
 from analyzer.ordinance import RuleEvent
-from analyzer.ordinance.rules import RuleEngine
+from analyzer.ordinance.rules import RuleEngine, RuleSettings
 from analyzer.store import InfluxClient, health_point, progress_point, status_point
 from tests.live_replay import store_as_live
 
@@ -28,6 +28,11 @@ def bark(t_s: int) -> RuleEvent:
     return RuleEvent(DEVICE, T0 + t_s * NS, T0 + t_s * NS + NS, "bark", 0.93, 68.0, 80.5,
                      "yamnet-head-1", plainly_audible=True, audibility_margin_db=9.5,
                      level_at_100ft_db=41.2, uncertainty_db=3.2, audibility_score=0.9)
+
+
+# The scene's barks 5 min apart each count alone, as every plainly audible event did before
+# issue 39's company: its windows say so in their parameters (and still verify).
+LONE_BARKS = RuleSettings(intermittent_company_s=0.0)
 
 
 def evening_barks() -> list[int]:
@@ -51,8 +56,8 @@ def store_evidence(client: InfluxClient, barks: list[int], seconds: int) -> int:
                 .time(time_ns, WritePrecision.NS))
 
     events = [bark(t) for t in barks]
-    windows = store_as_live(client, DEVICE, events, T0, seconds, level)
-    engine, pending, lines = RuleEngine(DEVICE), list(events), []
+    windows = store_as_live(client, DEVICE, events, T0, seconds, level, settings=LONE_BARKS)
+    engine, pending, lines = RuleEngine(DEVICE, LONE_BARKS), list(events), []
     for step in range(0, seconds, 10):
         now = T0 + (step + 10) * NS
         engine.observe_coverage(T0 + step * NS, now)

@@ -180,25 +180,30 @@ def _event(t_s: int, bearing_deg: float) -> DogEvent:
 
 
 def _both_rules(bearing_deg: float) -> list[DogEvent]:
-    """Barking every 20 s for 8 minutes, then every 5 minutes for 75 minutes, plainly
-    audible: a continuous and an intermittent finding, from ``bearing_deg``."""
-    return [_event(t, bearing_deg)
-            for t in [*range(0, 481, 20), *range(1200, 5701, 300)]]
+    """Barking every 20 s for 8 minutes, then two barks 20 s apart every 5 minutes for 75
+    minutes, plainly audible: a continuous and an intermittent finding, from ``bearing_deg``."""
+    return [_event(t, bearing_deg) for t in [
+        *range(0, 481, 20), *(t + d for t in range(1200, 5701, 300) for d in (0, 20))]]
+
+
+def _pairs(*starts: int) -> list[int]:
+    """Two barks 20 s apart from each start: each the other's company (intermittent rule)."""
+    return [t + d for t in starts for d in (0, 20)]
 
 
 def test_a_dog_outside_the_sector_makes_both_findings_over_all_events_none_from_premises(
         ) -> None:
-    events = sorted(_both_rules(DOG_B_DEG) + [_event(t, DOG_A_DEG) for t in (600, 900)],
+    events = sorted(_both_rules(DOG_B_DEG) + [_event(t, DOG_A_DEG) for t in _pairs(600, 900)],
                     key=lambda e: e.onset_ns)
     audible = {e.onset_ns: AUDIBLE for e in events}
     document = rule_findings(events, audible, [(0, 7000 * NS)], None, "")
-    assert document["origins"] == {PREMISES: 2, ELSEWHERE: 41, NO_BEARING: 0}
+    assert document["origins"] == {PREMISES: 4, ELSEWHERE: 57, NO_BEARING: 0}
     assert sorted(f["rule"] for f in document["findings"]) == ["continuous", "intermittent"]
     assert document["findings_from_premises"] == []
 
 
 def test_the_text_output_gives_the_origins_and_the_premises_findings() -> None:
-    events = sorted(_both_rules(DOG_B_DEG) + [_event(t, DOG_A_DEG) for t in (600, 900)],
+    events = sorted(_both_rules(DOG_B_DEG) + [_event(t, DOG_A_DEG) for t in _pairs(600, 900)],
                     key=lambda e: e.onset_ns)
     document = {"duration_s": 7000.0, "events": [], "max_dog_score": 0.9,
                 "full_scale_db": 120.0, "audibility": None,
@@ -208,19 +213,19 @@ def test_the_text_output_gives_the_origins_and_the_premises_findings() -> None:
     out = io.StringIO()
     write_text(document, "scene.wav", out)
     text = out.getvalue()
-    assert "  by bearing: 2 event(s) from the premises' sector, 41 from elsewhere, 0 with no " \
+    assert "  by bearing: 4 event(s) from the premises' sector, 57 from elsewhere, 0 with no " \
         "bearing (docs/BEARING.md); findings from the premises:\n    none\n" in text
     assert text.count("VIOLATION") == 2  # both over all events
 
 
 def test_the_premises_dog_makes_both_findings_in_both_counts() -> None:
-    events = sorted(_both_rules(DOG_A_DEG) + [_event(t, DOG_B_DEG) for t in (600, 900)],
+    events = sorted(_both_rules(DOG_A_DEG) + [_event(t, DOG_B_DEG) for t in _pairs(600, 900)],
                     key=lambda e: e.onset_ns)
     audible = {e.onset_ns: AUDIBLE for e in events}
     document = rule_findings(events, audible, [(0, 7000 * NS)], None, "")
     over_all = [(f["rule"], f["start_s"]) for f in document["findings"]]
     from_premises = [(f["rule"], f["start_s"]) for f in document["findings_from_premises"]]
-    # Over all events dog B's barks at 600 and 900 s close the 720 s gap (the intermittency
+    # Over all events dog B's barks at 600 and 900 s (pairs) close the 720 s gap (the intermittency
     # gap is 600 s): the stretch starts at 0; over the premises' events it starts at 1200.
     assert over_all == [("continuous", 0.0), ("intermittent", 0.0)]
     assert from_premises == [("continuous", 0.0), ("intermittent", 1200.0)]

@@ -174,9 +174,12 @@ def test_rejecting_barks_in_the_middle_splits_the_episode_at_a_gap_of_a_minute()
 
 
 def test_the_intermittent_rule_still_counts_only_plainly_audible_events() -> None:
-    # a bark every 5 min for 75 min: a stretch of 4,501 s; the one at 35 min is of unknown
-    # audibility and does not count, so rejecting the one at 30 min leaves 25 to 40 min
-    # (899 s) without a counted event: two stretches, neither over an hour
-    events = [bark(t, None if t == 2100 else True) for t in range(0, 4501, 300)]
-    assert _rejudged([], events, "intermittent") == (True, 4501.0, 15, 1, 0)
-    assert _rejudged([1800], events, "intermittent") == (False, 2101.0, 8, 0, 1)
+    # two barks 20 s apart every 5 min for 75 min: a stretch of 4,521 s; the two at 35 min are
+    # of unknown audibility and do not count, so rejecting the two at 30 min leaves 25:21 to
+    # 40 min (879 s) without a counted event: two stretches, neither over an hour
+    events = [bark(t + d, None if t == 2100 else True) for t in range(0, 4501, 300)
+              for d in (0, 20)]
+    assert _rejudged([], events, "intermittent") == (True, 4521.0, 30, 1, 0)
+    assert _rejudged([1800, 1820], events, "intermittent") == (False, 2121.0, 16, 0, 2)
+    # rejecting one of the two leaves the other alone: without company it no longer counts
+    assert _rejudged([1800], events, "intermittent") == (False, 2121.0, 16, 0, 1)

@@ -54,9 +54,11 @@ def ev(onset_s: float, offset_s: float, audible: bool = True, laeq_db: float = 7
 
 
 def scenario(base_ns: int = 0) -> list[RuleEvent]:
-    """8 min of barking every 20 s, then 75 min of audible barks every 5 min."""
+    """8 min of barking every 20 s, then 75 min of audible pairs of barks (20 s apart: each
+    the other's company) every 5 min."""
     continuous = [ev(t, t + 1.0, base_ns=base_ns) for t in range(0, 481, 20)]
-    intermittent = [ev(t, t + 1.0, base_ns=base_ns) for t in range(1200, 5701, 300)]
+    intermittent = [ev(t + d, t + d + 1.0, base_ns=base_ns) for t in range(1200, 5701, 300)
+                    for d in (0, 20)]
     return continuous + intermittent
 
 
@@ -83,7 +85,7 @@ def test_windows_chain_and_a_third_party_can_verify_them_with_hashlib() -> None:
     assert fields["events_counted"] == 25 and fields["longest_gap_s"] == "19.000000"
     assert fields["parameters"]["continuity_gap_s"] == "60.000000"
     assert [row["holds"] for row in fields["sensitivity"]] == [True, True, True]
-    assert second.fields["audible_events"] == 16 and second.fields["site"] == "12 Elm St"
+    assert second.fields["audible_events"] == 32 and second.fields["site"] == "12 Elm St"
 
 
 def test_altering_one_event_changes_the_recomputed_digest() -> None:

@@ -20,7 +20,7 @@ from analyzer.ordinance.evidence import (
     dog_event_fields,
     seal,
 )
-from analyzer.ordinance.rules import CONTINUOUS, INTERMITTENT, NS, RuleEvent, evaluate
+from analyzer.ordinance.rules import CONTINUOUS, INTERMITTENT, NS, RuleEvent, RuleSettings, evaluate
 from analyzer.store.evidence_store import recompute
 from analyzer.store.influx import InfluxClient, InfluxSettings, event_point
 from analyzer.store.points import window_point
@@ -64,10 +64,12 @@ def test_a_window_says_the_rule_holds_over_the_premises_events_alone() -> None:
 
 
 def test_the_premises_count_is_the_rule_over_the_premises_events_alone() -> None:
-    # The premises' dog's 8 minutes, then its barks every 5 minutes for 75 minutes; barks
-    # from elsewhere at 600 and 900 s bridge the 720 s pause over all events only.
-    events = sorted([*eight_minutes(split_s=10_000), ev(600, OUTSIDE), ev(900, OUTSIDE),
-                     *(ev(t, IN_SECTOR) for t in range(1200, 5701, 300))],
+    # The premises' dog's 8 minutes, then two barks 20 s apart every 5 minutes for 75
+    # minutes; pairs of barks from elsewhere at 600 and 900 s bridge the 720 s pause over
+    # all events only.
+    events = sorted([*eight_minutes(split_s=10_000),
+                     *(ev(t + d, OUTSIDE) for t in (600, 900) for d in (0, 20)),
+                     *(ev(t + d, IN_SECTOR) for t in range(1200, 5701, 300) for d in (0, 20))],
                     key=lambda e: e.key)
     coverage = [(0, 7000 * NS)]
     over_all = evaluate(DEV, events, coverage)
@@ -112,13 +114,31 @@ def test_recompute_gives_the_same_premises_count_and_reports_an_altered_origin(
     assert "events_sha256" in mismatch.detail and "from_premises" in mismatch.detail
 
 
+def test_a_premises_bark_whose_only_company_came_from_elsewhere_is_not_counted_from_there(
+        ) -> None:
+    # The premises' dog: two barks 20 s apart every 5 minutes for 75 minutes (a stretch of
+    # 4,521 s). At 4,800 s one more premises bark, 20 s before a bark from elsewhere: over all
+    # events the two are each other's company and extend the stretch; over the premises'
+    # events alone that bark has none, so the premises' stretch ends at 4,521 s.
+    events = [*(ev(t + d, IN_SECTOR) for t in range(0, 4501, 300) for d in (0, 20)),
+              ev(4800, IN_SECTOR), ev(4820, OUTSIDE)]
+    (finding,) = [f for f in evaluate(DEV, events, [(0, 6000 * NS)]) if f.rule == INTERMITTENT]
+    assert (finding.end_ns, len(finding.counted)) == (4821 * NS, 34)
+    premises = EvidenceChain(sectors={DEV: SECTOR}).seal(finding).fields["from_premises"]
+    assert premises["origins"] == {PREMISES: 33, ELSEWHERE: 1, NO_BEARING: 0}
+    assert (premises["events_counted"], premises["end_ns"], premises["holds"]) == (
+        32, 4521 * NS, True)
+
+
 def test_a_window_sealed_before_the_premises_count_recomputes_as_it_was_sealed(
         services: Services) -> None:
     client = InfluxClient(InfluxSettings(url=services.influx.url))
     client.create_database()
     events = [replace(e, bearing_deg=None, bearing_uncertainty_deg=None, origin=NO_BEARING)
               for e in eight_minutes(split_s=0, base_ns=T0)]
-    (finding,) = evaluate(DEV, events, [(T0, T0 + 700 * NS)])
+    # read as before issue 39's company (schema 3): every plainly audible event counts
+    (finding,) = evaluate(DEV, events, [(T0, T0 + 700 * NS)],
+                          RuleSettings(intermittent_company_s=0.0))
     window = seal(finding, GENESIS_DIGEST, "12 Elm St", __version__, schema=SCHEMA_V1)
     assert "from_premises" not in window.fields
     lines = [_level(s, T0 + s * NS).to_line_protocol() for s in range(700)]

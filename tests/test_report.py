@@ -22,6 +22,7 @@ from analyzer.ordinance import RuleEvent
 from analyzer.reports import PLOT_TITLES
 from analyzer.store import InfluxClient, InfluxSettings, event_point
 from tests.live_replay import store_as_live
+from tests.review_scene import LONE_BARKS
 
 NS = 1_000_000_000
 DEV = "glencoe-0007"
@@ -50,7 +51,7 @@ def replay_into(client: InfluxClient, device: str) -> None:
                 .field("max_dog_score", 0.9 if second in barks else 0.05)
                 .time(time_ns, WritePrecision.NS))
 
-    store_as_live(client, device, events, T0, TOTAL_S, level)
+    store_as_live(client, device, events, T0, TOTAL_S, level, settings=LONE_BARKS)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from analyzer.ordinance.rules import (
     RuleEvent,
     RuleInputError,
     RuleSettings,
+    counted_events,
     evaluate,
 )
 from sensor.configfile import build
@@ -48,7 +49,13 @@ def barks(first_s: float, last_end_s: float, every_s: float, length_s: float = 1
     return sorted(out, key=lambda e: e.key)
 
 
-def run(events: list[RuleEvent], rule_settings: RuleSettings | None = None,
+# The rules' timing is checked on single barks minutes apart, each counting alone; what the
+# default company (an intermittent event counts only near another, issue 39) changes is
+# checked on its own below.
+ALONE = RuleSettings(intermittent_company_s=0.0)
+
+
+def run(events: list[RuleEvent], rule_settings: RuleSettings = ALONE,
         coverage: list[tuple[int, int]] | None = None) -> list[Finding]:
     span = [(0, 10**15)] if coverage is None else coverage
     return evaluate(DEV, events, span, rule_settings)
@@ -126,6 +133,68 @@ def test_audibility_binds_the_continuous_rule_only_when_configured() -> None:
     assert rules_of(run(loud_but_inaudible, binding), CONTINUOUS) == []
     assert "binding both rules" in binding.reading(CONTINUOUS)
     assert "intermittent barking only" in RuleSettings().reading(CONTINUOUS)
+
+
+# --- intermittent barking is barks in company (issue 39) --------------------------------------
+
+def test_single_sounds_minutes_apart_do_not_carry_a_stretch_by_default() -> None:
+    # One bark every 5 minutes for 70 minutes: a stretch when each counts alone, none when an
+    # event needs another within 60 s (a gull or a rooster taken for a dog, once per gap).
+    lonely = barks(0.0, 4201.0, 300.0)
+    assert len(rules_of(run(lonely), INTERMITTENT)) == 1
+    assert rules_of(run(lonely, RuleSettings()), INTERMITTENT) == []
+    assert RuleSettings().intermittent_company_s == 60.0
+    assert "only in company" in RuleSettings().reading(INTERMITTENT)
+    assert "company" not in ALONE.reading(INTERMITTENT)
+
+
+def test_bouts_carry_the_stretch_and_a_lone_sound_does_not_bridge_a_gap() -> None:
+    # Bouts of three barks 20 s apart every 9 minutes for 70 minutes: a violation.
+    bouts = [e for start in range(0, 4200, 540) for e in barks(start, start + 41.0, 20.0)]
+    (finding,) = rules_of(run(bouts, RuleSettings()), INTERMITTENT)
+    assert len(finding.counted) == len(bouts) and finding.end_ns == (3780 + 41) * NS
+    # Bouts 12 minutes apart (gaps over 10 min) with one lone sound in the middle of each gap:
+    # counted alone it bridges every gap; in company it bridges none.
+    apart = [e for start in range(0, 5000, 720) for e in barks(start, start + 41.0, 20.0)]
+    lone = [ev(start + 380.0, start + 381.0) for start in range(0, 4300, 720)]
+    assert len(rules_of(run(apart + lone), INTERMITTENT)) == 1
+    assert rules_of(run(apart + lone, RuleSettings()), INTERMITTENT) == []
+
+
+def test_company_is_under_the_limit_end_to_start_and_a_long_event_is_its_own_company() -> None:
+    rs = RuleSettings()
+    pair = [ev(0.0, 1.0), ev(60.999, 62.0)]  # 59.999 s from end to start: each counts
+    assert counted_events(INTERMITTENT, rs, pair) == pair
+    assert counted_events(INTERMITTENT, rs, [ev(0.0, 1.0), ev(61.0, 62.0)]) == []  # 60 s
+    inside = [ev(0.0, 100.0), ev(10.0, 11.0)]  # overlapping: company
+    assert counted_events(INTERMITTENT, rs, inside) == inside
+    inaudible_neighbour = [ev(0.0, 1.0), ev(10.0, 11.0, audible=False)]
+    assert counted_events(INTERMITTENT, rs, inaudible_neighbour) == []
+    assert counted_events(INTERMITTENT, rs, [ev(0.0, 60.0)]) == [ev(0.0, 60.0)]
+    assert counted_events(INTERMITTENT, rs, [ev(0.0, 59.9)]) == []
+    assert counted_events(CONTINUOUS, rs, [ev(0.0, 1.0)]) == [ev(0.0, 1.0)]  # intermittent only
+
+
+def test_company_longer_than_the_intermittency_gap_is_refused() -> None:
+    with pytest.raises(ConfigError, match="intermittent_company_s"):
+        build(RuleSettings, {"intermittency_gap_s": 300.0, "intermittent_company_s": 301.0})
+    assert build(RuleSettings, {"intermittent_company_s": 0}).intermittent_company_s == 0.0
+
+
+def test_the_live_engine_waits_for_company_before_it_decides() -> None:
+    # A lone bark at 100 s whose company (150 s) arrives after the settled frontier passed
+    # 100 s, within the reorder window: the engine holds the first bark until 101 + 60 s is
+    # settled, so it counts and the stretch starts there.
+    engine = RuleEngine(DEV, RuleSettings(reorder_window_s=10.0, intermittent_limit_s=600.0))
+    engine.observe_coverage(0, 2000 * NS)
+    engine.add_event(ev(100.0, 101.0))
+    assert engine.advance(130 * NS) == []  # frontier 120 s
+    for onset in range(150, 800, 40):
+        engine.add_event(ev(onset, onset + 1.0))
+        engine.advance((onset + 5) * NS)
+    assert engine.late_events == 0
+    (finding,) = [f for f in engine.flush() if f.rule == INTERMITTENT]
+    assert finding.start_ns == 100 * NS and len(finding.counted) == 18
 
 
 # --- coverage --------------------------------------------------------------------------------
@@ -219,7 +288,13 @@ def brute_force(events: list[RuleEvent], rs: RuleSettings) -> set[tuple[str, int
     unique = sorted({e.key: e for e in events}.values(), key=lambda e: e.key)
     out = set()
     for rule in (CONTINUOUS, INTERMITTENT):
-        counted = [e for e in unique if rs.counts(rule, e)]
+        base = [e for e in unique if rs.counts(rule, e)]
+        w = round(rs.intermittent_company_s * NS) if rule == INTERMITTENT else 0
+        # in company: another counted event less than w from it (either order, overlap
+        # included), or lasting w itself; every pair looked at
+        counted = [e for e in base if not w or e.offset_ns - e.onset_ns >= w or any(
+            f is not e and max(e.onset_ns, f.onset_ns) - min(e.offset_ns, f.offset_ns) < w
+            for f in base)]
         groups: list[list[RuleEvent]] = []
         end = 0
         for e in counted:
@@ -262,12 +337,14 @@ def events_from_steps(raw: list[tuple[int, int, int, bool | None]]) -> list[Rule
 @given(raw=st.integers(0, 150).flatmap(
            lambda n: st.lists(event_strategy, min_size=n, max_size=n)),
        jitter=st.lists(st.integers(0, 30_000)),
-       dup=st.lists(st.integers(0, 119), max_size=10), binds=st.booleans())
+       dup=st.lists(st.integers(0, 119), max_size=10), binds=st.booleans(),
+       company=st.sampled_from([0.0, 5.0, 10.0, 60.0, 120.0]))
 def test_streaming_in_any_order_within_the_window_equals_brute_force(
         raw: list[tuple[int, int, int, bool | None]], jitter: list[int], dup: list[int],
-        binds: bool) -> None:
+        binds: bool, company: float) -> None:
     rs = RuleSettings(continuous_limit_s=60.0, continuity_gap_s=20.0,
                       intermittent_limit_s=600.0, intermittency_gap_s=120.0,
+                      intermittent_company_s=company,
                       audibility_binds_continuous=binds, reorder_window_s=30.0)
     events = events_from_steps(raw)
     events += [events[i] for i in dup if i < len(events)]

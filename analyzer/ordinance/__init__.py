@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from analyzer.ordinance.coverage import Coverage
 from analyzer.ordinance.evidence import (
+    ADDED_IN_SCHEMA_3,
     GENESIS_DIGEST,
     EvidenceChain,
     EvidenceWindow,
@@ -21,11 +22,13 @@ from analyzer.ordinance.rules import (
     RuleInputError,
     RuleSettings,
     chain_order,
+    counted_events,
     evaluate,
     rule_event,
 )
 
 __all__ = [
+    "ADDED_IN_SCHEMA_3",
     "Coverage",
     "DeviceRules",
     "EvidenceChain",
@@ -37,6 +40,7 @@ __all__ = [
     "RuleInputError",
     "RuleSettings",
     "chain_order",
+    "counted_events",
     "evaluate",
     "findings_for_events",
     "finite_json",

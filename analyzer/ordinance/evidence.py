@@ -42,10 +42,15 @@ from analyzer.ordinance.rules import (
 )
 
 # Schema 2 (issue 36) adds ``from_premises`` (:mod:`analyzer.ordinance.premises`) and each
-# event's bearing and origin to the events it rests on; a window sealed as schema 1 is
-# recomputed as schema 1.
-SCHEMA = "barkwatch.evidence_window/2"
+# event's bearing and origin to the events it rests on; schema 3 the parameter
+# ``intermittent_company_s`` (issue 39: an intermittent event counts only in company). A window
+# is recomputed in the schema it was sealed in; those of schemas 1 and 2 were read without
+# company (their parameters lack it: 0).
+SCHEMA = "barkwatch.evidence_window/3"
+SCHEMA_V2 = "barkwatch.evidence_window/2"
 SCHEMA_V1 = "barkwatch.evidence_window/1"
+SCHEMAS = (SCHEMA, SCHEMA_V2, SCHEMA_V1)
+ADDED_IN_SCHEMA_3 = "intermittent_company_s"
 BEARING_EVENT_FIELDS = ("bearing_deg", "bearing_uncertainty_deg", "origin")
 GENESIS_DIGEST = "0" * 64
 FLOAT_DECIMALS = 6
@@ -198,9 +203,13 @@ def window_fields(finding: Finding, prev_digest: str, site: str,
                   schema: str = SCHEMA) -> dict[str, Any]:
     """The window's content as plain JSON-ready values (floats rounded, not yet canonical);
     ``sector`` the premises' sector the events were attributed against (schema 2 on)."""
-    if schema not in (SCHEMA, SCHEMA_V1):
+    if schema not in SCHEMAS:
         raise EvidenceError(f"evidence window schema {schema!r} is not known (this software "
-                            f"seals {SCHEMA} and recomputes {SCHEMA_V1})")
+                            f"seals {SCHEMA} and recomputes {SCHEMA_V2} and {SCHEMA_V1})")
+    parameters = asdict(finding.settings)
+    if schema != SCHEMA and parameters.pop(ADDED_IN_SCHEMA_3):
+        raise EvidenceError(f"a {schema} window has no {ADDED_IN_SCHEMA_3}: a finding read "
+                            "with company is sealed as " + SCHEMA)
     counted = finding.counted
     margins = [e.audibility_margin_db for e in counted if e.audibility_margin_db is not None]
     at_100ft = [e.level_at_100ft_db for e in counted if e.level_at_100ft_db is not None]
@@ -242,7 +251,7 @@ def window_fields(finding: Finding, prev_digest: str, site: str,
         "sensitivity": sensitivity(finding),
         "model_versions": sorted({e.model_version for e in finding.events}),
         "software_version": software_version,
-        "parameters": asdict(finding.settings),
+        "parameters": parameters,
         "events_sha256": events_digest(finding.events, schema),
         "prev_digest": prev_digest,
         **premises,

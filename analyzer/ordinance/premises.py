@@ -21,21 +21,26 @@ from __future__ import annotations
 from typing import Any
 
 from analyzer.acoustics.attribution import ORIGINS, PREMISES, PremisesSector
-from analyzer.ordinance.rules import NS, Finding
+from analyzer.ordinance.rules import NS, Finding, counted_events
 
 
 def premises_count(finding: Finding, sector: PremisesSector | None) -> dict[str, Any]:
-    """The window's ``from_premises``: the sector judged against (None when not entered), the
-    origins of the counted events, and the longest group the premises' counted events form
-    with the rule's gap (``start_ns``/``end_ns`` None and ``longest_s`` 0 when none);
-    ``holds`` when it lasts more than the rule's limit."""
+    """The window's ``from_premises``: the sector judged against (None when not entered),
+    the origins of the counted events, and the longest group the premises' events form with
+    the rule's gap, counted as the rule counts them over the premises' events alone
+    (``start_ns``/``end_ns`` None and ``longest_s`` 0 when none); ``holds`` when it lasts
+    more than the rule's limit."""
     counted = finding.counted
     origins = dict.fromkeys(ORIGINS, 0)
     for event in counted:
         origins[event.origin] = origins.get(event.origin, 0) + 1
     gap_ns = finding.settings.gap_ns(finding.rule)
+    # the rule over the premises' events alone: an intermittent event's company must be from
+    # the premises too (issue 39), so one whose only company came from elsewhere drops out
+    mine = counted_events(finding.rule, finding.settings,
+                          [e for e in finding.events if e.origin == PREMISES])
     groups: list[tuple[int, int]] = []  # the gap as the rules measure it: latest end so far
-    for event in sorted((e for e in counted if e.origin == PREMISES), key=lambda e: e.key):
+    for event in mine:
         if groups and event.onset_ns - groups[-1][1] < gap_ns:
             groups[-1] = (groups[-1][0], max(groups[-1][1], event.offset_ns))
         else:
@@ -46,7 +51,7 @@ def premises_count(finding: Finding, sector: PremisesSector | None) -> dict[str,
         "sector": None if sector is None or not sector.entered else {
             "bearing_deg": sector.bearing_deg, "half_width_deg": sector.half_width_deg},
         "origins": origins,
-        "events_counted": origins[PREMISES],
+        "events_counted": len(mine),
         "start_ns": None if longest is None else longest[0],
         "end_ns": None if longest is None else longest[1],
         "longest_s": length_ns / NS,

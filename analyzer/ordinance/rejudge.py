@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from analyzer.ordinance.evidence import group_spans
-from analyzer.ordinance.rules import NS, RuleEvent, RuleSettings, evaluate
+from analyzer.ordinance.rules import NS, RuleEvent, RuleSettings, counted_events, evaluate
 
 EventKey = tuple[int, str]  # (onset_ns, label): a dog_event point's identity on its device
 
@@ -63,7 +63,7 @@ def without_rejected(device_id: str, rule: str, settings: RuleSettings,
         return Rejudged(rule, left_out, True, longest.duration_s, len(longest.counted),
                         len(found), limit_s, longest.start_ns, longest.end_ns,
                         sum(b - a for a, b in longest.coverage_gaps) / NS)
-    spans = group_spans([e for e in kept if settings.counts(rule, e)], settings.gap_ns(rule))
+    spans = group_spans(counted_events(rule, settings, kept), settings.gap_ns(rule))
     if not spans:
         return Rejudged(rule, left_out, False, 0.0, 0, 0, limit_s)
     start, end, count = max(spans, key=lambda s: (s[1] - s[0], -s[0]))

@@ -11,7 +11,11 @@ ns from the start of the file offline); every comparison is on integers, so 7:00
 - **Intermittent** (Subd. 5 "intermittent barking that continues for more than one hour and is
   plainly audible from a distance of 100 feet"): the same grouping with
   ``intermittency_gap_s`` over the events plainly audible 100 ft from the premises; a
-  violation when the stretch lasts more than ``intermittent_limit_s``.
+  violation when the stretch lasts more than ``intermittent_limit_s``. Such an event counts
+  only in company (``intermittent_company_s``): another counted event within that time of it,
+  or the event itself that long. Intermittent *barking* is bouts of barks; one sound alone in
+  a gap of ten minutes (a gull, a rooster the detector took for a dog) does not carry the
+  stretch across it (docs/RULES.md).
 
 The engine holds events for ``reorder_window_s`` of capture time so that events arriving out
 of order (or twice) give the same findings as a sorted replay; see :class:`RuleEngine`.
@@ -28,7 +32,7 @@ from analyzer.acoustics.attribution import NO_BEARING
 from analyzer.detect import DogEvent
 from analyzer.errors import AnalyzerError
 from analyzer.ordinance.coverage import Coverage
-from sensor.configfile import setting
+from sensor.configfile import ConfigError, setting
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +65,29 @@ class RuleSettings:
         600.0, 86400.0)
     intermittency_gap_s: float = setting(
         600.0, "gaps under this keep intermittent barking one stretch, s", 60.0, 3600.0)
+    intermittent_company_s: float = setting(
+        60.0, "an event counts towards the intermittent rule only when another event that "
+        "counts lies within this time of it (end to start), or it lasts this long itself, s "
+        "(barking in bouts, not one sound alone; 0: every plainly audible event counts)",
+        0.0, 600.0)
     audibility_binds_continuous: bool = setting(
         False, "count only plainly audible events for the continuous rule too (default: the "
         "100 ft clause qualifies only intermittent barking)")
     reorder_window_s: float = setting(
         120.0, "events are held this long (capture time) to restore their order, s; "
         "an event older than that on arrival is late: counted and dropped", 0.0, 3600.0)
+
+    def __post_init__(self) -> None:
+        if self.intermittent_company_s > self.intermittency_gap_s:
+            raise ConfigError(
+                f"config key 'rules.intermittent_company_s' ({self.intermittent_company_s:g} "
+                f"s) is longer than 'rules.intermittency_gap_s' ({self.intermittency_gap_s:g} "
+                "s): an event's company must lie within the gap that keeps a stretch together")
+
+    def company_ns(self, rule: str) -> int:
+        """How near another counted event must be for an event to count towards ``rule``
+        (0: no company needed), ns."""
+        return round(self.intermittent_company_s * NS) if rule == INTERMITTENT else 0
 
     def gap_ns(self, rule: str) -> int:
         """The grouping gap of ``rule``, ns."""
@@ -87,8 +108,13 @@ class RuleSettings:
     def reading(self, rule: str) -> str:
         """How the ordinance was read for ``rule``, stated in every finding."""
         if rule == INTERMITTENT:
+            company = "" if not self.intermittent_company_s else (
+                f", and only in company: another such event within "
+                f"{self.intermittent_company_s:g} s, or one lasting that long (barking in "
+                "bouts; one sound alone does not carry a stretch)")
             return ("intermittent: only dog vocalizations plainly audible 100 ft from the "
-                    "premises count (Subd. 5); events of unknown audibility do not count")
+                    "premises count (Subd. 5); events of unknown audibility do not count"
+                    + company)
         if self.audibility_binds_continuous:
             return ("continuous: only dog vocalizations plainly audible 100 ft from the "
                     "premises count (the 100 ft clause read as binding both rules)")
@@ -190,8 +216,9 @@ class Finding:
 
     @property
     def counted(self) -> tuple[RuleEvent, ...]:
-        """The events that formed it under the rule's reading."""
-        return tuple(e for e in self.events if self.settings.counts(self.rule, e))
+        """The events that formed it under the rule's reading (company included: an
+        event's company, when counted, lies in the same span)."""
+        return tuple(counted_events(self.rule, self.settings, self.events))
 
 
 @dataclass
@@ -209,15 +236,42 @@ class _Tracker:
     def __init__(self, device_id: str, rule: str, settings: RuleSettings) -> None:
         self.device_id, self.rule, self.settings = device_id, rule, settings
         self.gap_ns, self.limit_ns = settings.gap_ns(rule), settings.limit_ns(rule)
+        self.company_ns = settings.company_ns(rule)
         self.group: _Group | None = None
         self._tied: list[RuleEvent] = []  # uncounted events at the latest onset, no group open
+        # latest end of the settled events the reading counts, for the next one's company
+        self.latest_end_ns: int | None = None
 
-    def add(self, event: RuleEvent, coverage: Coverage, out: list[Finding],
+    def company(self, event: RuleEvent, later: Sequence[RuleEvent],
+                frontier_ns: int | None) -> bool | None:
+        """Whether ``event`` counts (:func:`counted_events`) given the settled events before
+        it and the ``later`` pending ones in capture order; None while the company that would
+        decide it may still arrive (its end plus the company time is not yet settled)."""
+        if not self.settings.counts(self.rule, event):
+            return False
+        w = self.company_ns
+        if (not w or event.offset_ns - event.onset_ns >= w
+                or (self.latest_end_ns is not None and event.onset_ns - self.latest_end_ns < w)):
+            return True
+        for other in later:
+            if other.onset_ns - event.offset_ns >= w:
+                break
+            if self.settings.counts(self.rule, other):
+                return True
+        if frontier_ns is not None and event.offset_ns + w > frontier_ns:
+            return None
+        return False
+
+    def add(self, event: RuleEvent, counted: bool, coverage: Coverage, out: list[Finding],
             closed: list[Finding]) -> None:
+        """Take the next settled event; ``counted`` from :meth:`company`."""
         g = self.group
+        if self.settings.counts(self.rule, event):
+            end = self.latest_end_ns
+            self.latest_end_ns = event.offset_ns if end is None else max(end, event.offset_ns)
         if self._tied and self._tied[0].onset_ns != event.onset_ns:
             self._tied = []
-        if not self.settings.counts(self.rule, event):
+        if not counted:
             if g is not None:
                 g.events.append(event)  # in the span if a counted event follows; cut at close
             self._tied.append(event)  # in the span of a group opening at the same onset
@@ -257,8 +311,8 @@ class _Tracker:
         (0, 0, 0) when none."""
         g = self.group
         span = (g.start_ns, g.end_ns, g.counted) if g is not None else None
-        for e in pending:
-            if not self.settings.counts(self.rule, e):
+        for i, e in enumerate(pending):
+            if not self.company(e, pending[i + 1:], None):
                 continue
             if span is not None and e.onset_ns - span[1] < self.gap_ns:
                 span = (span[0], max(span[1], e.offset_ns), span[2] + 1)
@@ -362,19 +416,29 @@ class RuleEngine:
         )
 
     def _settle(self, frontier: int | None) -> list[Finding]:
-        ready = sorted((e for e in self._pending.values()
-                        if frontier is None or e.onset_ns < frontier), key=lambda e: e.key)
+        """Settle pending events in capture order up to ``frontier`` (None: all of them).
+        An event whose counting waits on company that may still arrive stops the settling
+        there (it and the events after it stay pending): the trackers see one order only."""
+        pending = sorted(self._pending.values(), key=lambda e: e.key)
         raised: list[Finding] = []
         closed: list[Finding] = []
-        for event in ready:
+        settled_to = frontier
+        for i, event in enumerate(pending):
+            if frontier is not None and event.onset_ns >= frontier:
+                break
+            later = pending[i + 1:]
+            decided = [t.company(event, later, frontier) for t in self._trackers]
+            if None in decided:
+                settled_to = event.onset_ns
+                break
             del self._pending[event.key]
             self._settled_keys[event.key] = None
+            for tracker, counted in zip(self._trackers, decided, strict=True):
+                tracker.add(event, bool(counted), self.coverage, raised, closed)
+        if settled_to is not None:
             for tracker in self._trackers:
-                tracker.add(event, self.coverage, raised, closed)
-        if frontier is not None:
-            for tracker in self._trackers:
-                tracker.expire(frontier, self.coverage, closed)
-            self._forget(frontier)
+                tracker.expire(settled_to, self.coverage, closed)
+            self._forget(settled_to)
         return raised + sorted(closed, key=_chain_key)
 
     def _forget(self, frontier: int) -> None:
@@ -384,6 +448,28 @@ class RuleEngine:
         starts = [t.group.start_ns for t in self._trackers if t.group is not None]
         self.coverage.forget_before(min([*starts, frontier - max(
             t.gap_ns for t in self._trackers)]))
+
+
+def counted_events(rule: str, settings: RuleSettings,
+                   events: Iterable[RuleEvent]) -> list[RuleEvent]:
+    """The events of ``events`` that count towards ``rule``, in capture order: those its
+    reading counts (:meth:`RuleSettings.counts`) and, where the rule needs company
+    (:meth:`RuleSettings.company_ns`), with another such event starting less than that time
+    after its end or ending less than that time before its start (overlap included), or
+    lasting that long itself. What :class:`RuleEngine` decides event by event, over a batch."""
+    base = sorted((e for e in events if settings.counts(rule, e)), key=lambda e: e.key)
+    w = settings.company_ns(rule)
+    if not w:
+        return base
+    kept: list[RuleEvent] = []
+    latest_end: int | None = None
+    for i, event in enumerate(base):
+        if (event.offset_ns - event.onset_ns >= w
+                or (latest_end is not None and event.onset_ns - latest_end < w)
+                or (i + 1 < len(base) and base[i + 1].onset_ns - event.offset_ns < w)):
+            kept.append(event)
+        latest_end = event.offset_ns if latest_end is None else max(latest_end, event.offset_ns)
+    return kept
 
 
 def _chain_key(finding: Finding) -> tuple[int, str, int]:

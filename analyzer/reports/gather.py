@@ -11,8 +11,10 @@ from typing import Any
 from analyzer import __version__
 from analyzer.cases import CaseStore, CaseView, LinkCheck, read_case
 from analyzer.cases.verdicts import EventReview, review_links
-from analyzer.ordinance import RuleEvent
+from analyzer.errors import AnalyzerError
+from analyzer.ordinance import RuleEvent, counted_events
 from analyzer.store import InfluxClient, load_events
+from analyzer.store.evidence_store import settings_from_parameters
 from sensor.wire import DEVICE_ID_PATTERN
 
 NS = 1_000_000_000
@@ -47,8 +49,16 @@ class WindowEvidence:
         return self.check.fields or {}
 
     def counted(self) -> list[RuleEvent]:
-        """The events the rule counts (intermittent, or continuous when audibility binds it:
-        only those plainly audible 100 ft from the premises, subd. 5)."""
+        """The events the rule counts under the window's parameters (intermittent, or
+        continuous when audibility binds it: only those plainly audible 100 ft from the
+        premises, subd. 5; intermittent ones only in company, schema 3 on). A window whose
+        parameters cannot be read: the plainly audible events of an intermittent one."""
+        try:
+            settings = settings_from_parameters(self.fields.get("parameters", {}))
+        except (AnalyzerError, ValueError, TypeError):
+            settings = None
+        if settings is not None:
+            return counted_events(self.check.link.rule, settings, self.events)
         binds = str(self.fields.get("parameters", {}).get("audibility_binds_continuous"))
         if self.check.link.rule == "intermittent" or binds == "True" or binds == "true":
             return [e for e in self.events if e.plainly_audible is True]

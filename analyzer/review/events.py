@@ -17,7 +17,7 @@ from analyzer.cases.verdicts import (
     review_events,
 )
 from analyzer.errors import AnalyzerError
-from analyzer.ordinance import RuleEvent, RuleSettings
+from analyzer.ordinance import RuleEvent, RuleSettings, counted_events
 from analyzer.ordinance.rejudge import event_key
 from analyzer.review.context import Review
 from analyzer.store.evidence_store import settings_from_parameters
@@ -96,8 +96,10 @@ def events_context(review: Review, link: EvidenceLink, check: LinkCheck,
     with review.case_file() as store:
         found = review_events(store, review.client, link, check.fields, events)
     settings = _settings(check.fields)
+    counted = (None if settings is None
+               else {e.key for e in counted_events(link.rule, settings, events)})
     rows = [EventRow(number, e, f"event-{e.onset_ns}-{e.label}", (e.offset_ns - e.onset_ns) / NS,
-                     _audible(e), None if settings is None else settings.counts(link.rule, e),
+                     _audible(e), None if counted is None else e.key in counted,
                      bearing_deg(e), found.verdicts.get(event_key(e)))
             for number, e in enumerate(sorted(events, key=lambda ev: ev.key), 1)]
     return {

@@ -20,6 +20,7 @@ from typing import Any
 
 from analyzer.acoustics.attribution import NO_BEARING, PremisesSector
 from analyzer.ordinance import (
+    ADDED_IN_SCHEMA_3,
     GENESIS_DIGEST,
     NS,
     EvidenceWindow,
@@ -127,12 +128,16 @@ def load_chain_head(client: InfluxClient, device_id: str) -> str:
 
 
 def settings_from_parameters(parameters: dict[str, Any]) -> RuleSettings:
-    """RuleSettings from a window's ``parameters`` (canonical strings accepted)."""
+    """RuleSettings from a window's ``parameters`` (canonical strings accepted); a window
+    sealed before schema 3 lacks ``intermittent_company_s`` and was read without company."""
     hints = typing.get_type_hints(RuleSettings)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(RuleSettings):
         if f.name not in parameters:
-            raise RuleInputError(f"stored parameters lack {f.name!r}")
+            if f.name != ADDED_IN_SCHEMA_3:
+                raise RuleInputError(f"stored parameters lack {f.name!r}")
+            values[f.name] = 0.0
+            continue
         raw = parameters[f.name]
         values[f.name] = raw if hints[f.name] is bool else float(raw)
     return RuleSettings(**values)
