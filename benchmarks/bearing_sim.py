@@ -71,6 +71,7 @@ log = logging.getLogger("bearing_sim")
 RATE = 48_000
 CORPUS = ROOT.parent / "shared" / "corpus"
 BOARDS = ("respeaker-4mic", "uma8")
+BOARDS_KNOWN = ("respeaker-4mic", "respeaker-6mic", "uma8")
 ROOM_M = (200.0, 110.0, 40.0)
 GROUND_ABSORPTION = 0.3
 FACADE_ABSORPTION = 0.1
@@ -318,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="events per separation per board in the two-dog scene (40)")
     parser.add_argument("--cost-seconds", type=int, default=60)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--boards", nargs="+", choices=BOARDS_KNOWN, default=list(BOARDS),
+                        help="array presets to simulate (default: %(default)s)")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -345,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         "boards": {},
     }
     boards: dict[str, object] = {}
-    for board in BOARDS:
+    for board in args.boards:
         site = make_site(board, rng, ambience_s=30.0)
         log.info("%s: +x towards %.0f deg", board, site.array.orientation_deg)
         by_snr = bearing_errors(site, clips, rng)
