@@ -74,6 +74,7 @@ from analyzer.ordinance.rules import (  # noqa: E402
     RuleSettings,
     counted_events,
 )
+from analyzer.ordinance.rules import evaluate as evaluate_rules  # noqa: E402
 from sensor.configfile import build  # noqa: E402
 from sensor.errors import ConfigError  # noqa: E402
 from training.corpus import RATE, Clip, load_audio, read_manifest  # noqa: E402
@@ -498,18 +499,34 @@ def _longest_free(gap: tuple[float, float], events: list[tuple[float, float]]) -
     return max(longest, gap[1] - t)
 
 
+def _rule_events(document: dict[str, Any]) -> list[RuleEvent]:
+    """The document's events as the rules take them (levels are not needed here)."""
+    return [RuleEvent("scene", round(e["onset_s"] * NS), round(e["offset_s"] * NS),
+                      str(e.get("label", "dog")), 0.0, 0.0, 0.0, "",
+                      plainly_audible=e.get("plainly_audible"))
+            for e in document["events"]]
+
+
 def _counted_intermittent(document: dict[str, Any]) -> set[tuple[float, float]]:
     """(onset_s, offset_s) of the document's events the intermittent rule counts under the
     analysis' own rule settings (``document["rules"]``)."""
     settings = build(RuleSettings, document.get("rules", {}))
-    events = [RuleEvent("scene", round(e["onset_s"] * NS), round(e["offset_s"] * NS),
-                        str(e.get("label", "dog")), 0.0, 0.0, 0.0, "",
-                        plainly_audible=e.get("plainly_audible"))
-              for e in document["events"]]
+    events = _rule_events(document)
     by_key = {(e.onset_ns, e.offset_ns): (d["onset_s"], d["offset_s"])
               for e, d in zip(events, document["events"], strict=True)}
     return {by_key[(e.onset_ns, e.offset_ns)]
             for e in counted_events(INTERMITTENT, settings, events)}
+
+
+def _found_alone(document: dict[str, Any], duration_s: float) -> dict[str, bool]:
+    """The findings the same events make when every plainly audible event counts alone
+    (``intermittent_company_s = 0``, the reading before issue 39), for comparison."""
+    settings = replace(build(RuleSettings, document.get("rules", {})),
+                       intermittent_company_s=0.0)
+    findings = evaluate_rules("scene", _rule_events(document),
+                              [(0, round(duration_s * NS) + NS)], settings)
+    return {rule: any(f.rule == rule for f in findings)
+            for rule in ("continuous", "intermittent")}
 
 
 def evaluate(scene: Scene, document: dict[str, Any]) -> dict[str, Any]:
@@ -587,6 +604,7 @@ def evaluate(scene: Scene, document: dict[str, Any]) -> dict[str, Any]:
         "confuser_clips": len(scene.placements) - len(dogs),
         "expected": scene.expected, "found": found,
         "correct": found == scene.expected,
+        "found_alone": _found_alone(document, scene.duration_s),
         "findings": [{k: f[k] for k in ("rule", "start_s", "end_s", "duration_s")}
                      for f in document["findings"]],  # fmt: skip
         "events": len(document["events"]), "true_events": true_count,
@@ -663,6 +681,11 @@ def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
                                   for r in mine),  # fmt: skip
             "missed_findings": sum(any(r["expected"][k] and not r["found"][k] for k in r["found"])
                                    for r in mine),  # fmt: skip
+            # the same events with every plainly audible event counting alone (before issue 39)
+            "false_findings_alone": sum(any(r["found_alone"][k] and not r["expected"][k]
+                                            for k in r["found_alone"]) for r in mine),
+            "missed_findings_alone": sum(any(r["expected"][k] and not r["found_alone"][k]
+                                             for k in r["found_alone"]) for r in mine),
             "false_events": sum(r["false_events"] for r in mine),
             "false_events_per_hour": round(sum(r["false_events"] for r in mine) / hours, 2),
             "false_by_confuser": by_kind,
