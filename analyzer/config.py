@@ -154,9 +154,15 @@ class AnalyzerConfig:
         "would lose frames (docs/FAULTS.md)"
     )
     journal_path: str = setting(
-        "", "SQLite file of each device's detection state, saved with every stored batch so "
+        "", "file of each device's detection state, saved with every stored batch so "
         "that a restarted analyzer resumes events, smoothing and background where they were "
         "(docs/FAULTS.md); empty: kept in memory only (a restart loses the event open at it)"
+    )
+    journal_checkpoint_frames: int = setting(
+        60, "the journal writes a device's detection state every this many frames and the "
+        "frames' payloads between: a restart feeds each device at most this many less one "
+        "frames again (about 0.2 ms each); 0 or 1: the state at every save (docs/SCALE.md)",
+        0, 3600,
     )
     sites_dir: str = setting(
         "", "folder of installation records, one DEVICE.toml per device (barkwatch site create); "

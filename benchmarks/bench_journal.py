@@ -1,19 +1,26 @@
 """The analyzer journal's cost per frame against the frame's own analysis (issue 37, item 2).
 
     .venv/bin/python benchmarks/bench_journal.py [--minutes 12] [--steady-from-s 600]
+        [--checkpoint-frames 60] [--wire]
 
 One device with an installation record (so the audibility assessor keeps its recent spectra
 and its 10-minute background) takes the bundled demo recording, repeated to ``--minutes``, one
 frame at a time as the live analyzer's worker does: ``DeviceAnalysis.feed`` (the frame's own
 analysis: detector, events, audibility, rules, points), then the journal's save of that
 device with the frame's key (what ``Analyzer._flush`` does after each stored batch; in a fleet
-each batch touches each device about once). Prints, over the frames from
+each batch touches each device about once). Since format 5 the save holds the frame's wire
+payload (encoded before the clock starts: the sensor's work) and, every
+``--checkpoint-frames`` frames, a checkpoint of the state. The frames are fed as the sensor
+made them (with their embeddings, so the dog head runs here too: the figures stay comparable
+with the earlier formats'); ``--wire``: decoded from their payloads, as the live analyzer
+gets them. Prints, over the frames from
 ``--steady-from-s`` on (the background window full, as in a running analyzer), the mean,
 median and p95 time per frame of each, by the thread's CPU clock (what a loaded machine
-changes least) and by the wall clock, the bytes the journal wrote per frame and, for format 3,
-how long a replay and a rewrite of the file take. The same command runs on the tree before
-issue 37 (format 2: the state pickled into SQLite), for the comparison. The machine is shared:
-read the load average printed beside it.
+changes least) and by the wall clock, the bytes the journal wrote per frame and, since format
+3, how long a replay and a rewrite of the file take; since format 5, how long a restart takes
+to feed the frames since the last checkpoint again (the device's first use after it). The same
+command runs on the tree before issue 37 (format 2: the state pickled into SQLite), for the
+comparison. The machine is shared: read the load average printed beside it.
 """
 
 from __future__ import annotations
@@ -35,13 +42,14 @@ from analyzer.ingest.journal import DeviceJournal
 from analyzer.ingest.ordering import ReorderBuffer
 from analyzer.ordinance import EvidenceChain
 from sensor.frames import frames_from_samples
-from sensor.wire import Frame
+from sensor.wire import Frame, decode_frame, encode_frame
 
 try:
     from analyzer.ingest.saved import LiveDevice as live_device
 except ImportError:  # the tree before issue 37 (format 2)
     live_device = None  # type: ignore[assignment,misc]
 
+FRAMES_JOURNALLED = live_device is not None and "fed" in live_device.__dataclass_fields__
 ROOT = Path(__file__).resolve().parents[1]
 START_NS = 1_780_351_200_000_000_000
 DEVICE = "bench-journal"
@@ -58,14 +66,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=12.0)
     parser.add_argument("--steady-from-s", type=float, default=600.0)
+    parser.add_argument("--checkpoint-frames", type=int,
+                        default=getattr(journal_module, "CHECKPOINT_FRAMES", 1),
+                        help="format 5: the state every this many frames (default: the "
+                        "analyzer's)")
+    parser.add_argument("--wire", action="store_true",
+                        help="feed the frames decoded from their payloads (as the analyzer)")
     args = parser.parse_args()
     audio, rate = soundfile.read(ROOT / "demo" / "example.flac", dtype="float64")
     repeats = int(np.ceil(args.minutes * 60 * rate / audio.shape[0]))
     audio = np.tile(audio, repeats)[: round(args.minutes * 60 * rate)]
     frames = list(frames_from_samples(audio, rate, 100.0, device_id=DEVICE, start_ns=START_NS))
-    site = InstallationRecord(device_id=DEVICE, source_to_sensor_m=8.0,
-                              source_to_boundary_m=12.0)
-    analysis = DeviceAnalysis(DEVICE, AnalyzerConfig(), site, EvidenceChain())
+    payloads = [encode_frame(f) for f in frames]
+    if args.wire:
+        frames = [decode_frame(p) for p in payloads]
+    analysis = sited_analysis()
     reorder = ReorderBuffer(120, 30.0)
     feed_s: list[float] = []
     save_s: list[float] = []
@@ -74,8 +89,9 @@ def main() -> None:
     written: list[int] = []
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "journal"
-        journal = DeviceJournal(path)
-        for frame in frames:
+        journal = (DeviceJournal(path, args.checkpoint_frames) if FRAMES_JOURNALLED
+                   else DeviceJournal(path))
+        for frame, payload in zip(frames, payloads, strict=True):
             reorder.push(frame)
             started, started_cpu = time.perf_counter(), time.thread_time()
             analysis.feed(frame)
@@ -83,7 +99,7 @@ def main() -> None:
             feed_cpu.append(time.thread_time() - started_cpu)
             before = written_bytes()
             started, started_cpu = time.perf_counter(), time.thread_time()
-            save(journal, reorder, frame, analysis)
+            save(journal, reorder, frame, analysis, payload)
             save_s.append(time.perf_counter() - started)
             save_cpu.append(time.thread_time() - started_cpu)
             written.append(written_bytes() - before)
@@ -91,6 +107,13 @@ def main() -> None:
         size = path.stat().st_size
         report(args, frames, (feed_s, feed_cpu), (save_s, save_cpu), written, size, path,
                reorder, analysis)
+
+
+def sited_analysis() -> DeviceAnalysis:
+    """The benchmark's device: an installation record, so the assessor keeps its stores."""
+    site = InstallationRecord(device_id=DEVICE, source_to_sensor_m=8.0,
+                              source_to_boundary_m=12.0)
+    return DeviceAnalysis(DEVICE, AnalyzerConfig(), site, EvidenceChain())
 
 
 def report(args: argparse.Namespace, frames: list[Frame],
@@ -120,8 +143,17 @@ def report(args: argparse.Namespace, frames: list[Frame],
         return
     started = time.perf_counter()
     journal = DeviceJournal(path)
-    journal.load()
+    (resumed,), _ = journal.load()
     replay_s = time.perf_counter() - started
+    if FRAMES_JOURNALLED:
+        fresh = sited_analysis()
+        started, started_cpu = time.perf_counter(), time.thread_time()
+        assert resumed.restore_into(fresh), resumed.refusal
+        print(f"restart: the device's checkpoint restored and the {resumed.replayed} frame(s) "
+              f"journalled after it fed again (its first use) in "
+              f"{(time.perf_counter() - started) * 1e3:.1f} ms "
+              f"({(time.thread_time() - started_cpu) * 1e3:.1f} ms CPU); at most "
+              f"{args.checkpoint_frames - 1} with --checkpoint-frames {args.checkpoint_frames}")
     started = time.perf_counter()
     rewritten = journal.compact(
         {DEVICE: live_device(reorder, 0, frames[-1].end_ns, analysis)})
@@ -136,11 +168,15 @@ def report(args: argparse.Namespace, frames: list[Frame],
 
 
 def save(journal: DeviceJournal, reorder: ReorderBuffer, frame: Frame,
-         analysis: DeviceAnalysis) -> None:
-    """The journal's save of one device after its frame was stored: format 3, one record of
-    what changed, appended; format 2 (the tree before issue 37, for the comparison), the
-    device's state pickled whole into one SQLite transaction."""
-    if live_device is not None:
+         analysis: DeviceAnalysis, payload: bytes) -> None:
+    """The journal's save of one device after its frame was stored: format 5, the frame's
+    payload (the state every ``--checkpoint-frames``); formats 3 and 4, one record of what
+    changed, appended; format 2 (the tree before issue 37, for the comparison), the device's
+    state pickled whole into one SQLite transaction."""
+    if FRAMES_JOURNALLED:
+        journal.save({DEVICE: live_device(reorder, 0, frame.end_ns, analysis, fed=[payload])},
+                     [(DEVICE, frame.seq, frame.capture_ns)])
+    elif live_device is not None:
         journal.save({DEVICE: live_device(reorder, 0, frame.end_ns, analysis)},
                      [(DEVICE, frame.seq, frame.capture_ns)])
     else:

@@ -56,6 +56,13 @@ def _frames(path: Path, device: str = "j-1") -> list[Frame]:
     return list(frames_from_samples(audio, rate, 100.0, device_id=device, start_ns=START_NS))
 
 
+def _received(frames: list[Frame]) -> list[tuple[Frame, bytes]]:
+    """Each frame as the analyzer receives it: decoded from its wire payload, and the payload
+    (what the journal keeps of a frame fed, and feeds again at a restart)."""
+    payloads = [encode_frame(f) for f in frames]
+    return [(decode_frame(p), p) for p in payloads]
+
+
 def _scores_and_events(pipeline: DevicePipeline, frames: list[Frame]
                        ) -> tuple[list[np.ndarray], list[tuple[int, int, float]]]:
     scores, events = [], []
@@ -397,35 +404,71 @@ def _restored(path: Path) -> DeviceAnalysis:
     return fresh
 
 
-def _sited_journal(tmp_path: Path) -> tuple[DeviceAnalysis, ReorderBuffer, Path,
-                                              DeviceJournal]:
+def _sited_journal(tmp_path: Path, checkpoint_frames: int = 60
+                   ) -> tuple[DeviceAnalysis, ReorderBuffer, Path, DeviceJournal]:
     """A sited device's analysis and reorder buffer, and a new journal in ``tmp_path``."""
     path = tmp_path / "journal"
-    return _sited(), ReorderBuffer(120, 30.0), path, DeviceJournal(path)
+    return _sited(), ReorderBuffer(120, 30.0), path, DeviceJournal(path, checkpoint_frames)
 
 
 def _feed_and_save(journal: DeviceJournal, reorder: ReorderBuffer, analysis: DeviceAnalysis,
-                   frame: Frame) -> None:
-    """One frame of device j-1 through its reorder buffer and analysis, then saved."""
+                   frame: Frame, payload: bytes) -> None:
+    """One frame of device j-1 (decoded from ``payload``) through its reorder buffer and
+    analysis, then saved with its payload, as the analyzer's worker does."""
     reorder.push(frame)
     analysis.feed(frame)
-    journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, analysis)},
+    journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, analysis, fed=[payload])},
                  [("j-1", frame.seq, frame.capture_ns)])
 
 
+def _kinds(path: Path, device: str = "j-1") -> str:
+    """Each record's entry for ``device``: C a checkpoint of its detection state, F frames'
+    payloads, - neither (a rewrite's record of the device counts as its save's)."""
+    with open(path, "rb") as file:
+        file.seek(len(HEADER))
+        records = [unpack(p) for _, p in read_records(file)]
+    changes = [r["d"].get(device, {}) if r["k"] == "save" else r["c"] for r in records
+               if r["k"] == "save" or r["device"] == device]
+    return "".join("C" if "det" in c else "F" if "fed" in c else "-" for c in changes)
+
+
+@pytest.mark.parametrize("checkpoint_frames", [0, 1, 3, 60])
 def test_every_attribute_of_the_pipeline_and_assessor_comes_back_after_every_frame(
-    excerpt_20s: Path, tmp_path: Path,
+    excerpt_20s: Path, tmp_path: Path, checkpoint_frames: int,
 ) -> None:
     # Found, not listed: an attribute a later change adds to the assessor, its background
     # tracker or the pipeline is saved without a change to the journal, or this fails here.
-    frames = _frames(excerpt_20s)
-    analysis, reorder, path, journal = _sited_journal(tmp_path)
-    for frame in frames:
-        _feed_and_save(journal, reorder, analysis, frame)
+    # Restored at every frame: before, at and after each checkpoint (every 3rd frame; every
+    # frame, as format 4 saved; none but the first in 20 frames), the frames since it fed again.
+    received = _received(_frames(excerpt_20s))
+    analysis, reorder, path, journal = _sited_journal(tmp_path, checkpoint_frames)
+    for frame, payload in received:
+        _feed_and_save(journal, reorder, analysis, frame, payload)
         restored = _restored(path)
         _assert_same(vars(analysis.pipeline), vars(restored.pipeline), "pipeline")
         _assert_same(vars(analysis.assessor), vars(restored.assessor), "assessor")
     assert analysis.assessor is not None and len(analysis.assessor.background._all) == 20
+    expected = {0: "C" * 20, 1: "C" * 20, 3: "CFF" * 6 + "CF",
+                60: "C" + "F" * 19}[checkpoint_frames]
+    assert _kinds(path) == expected
+
+
+def test_between_checkpoints_a_save_holds_the_frame_payload_and_a_restart_feeds_it_again(
+    excerpt_20s: Path, tmp_path: Path,
+) -> None:
+    received = _received(_frames(excerpt_20s))[:5]
+    analysis, reorder, path, journal = _sited_journal(tmp_path, 3)
+    for frame, payload in received:
+        _feed_and_save(journal, reorder, analysis, frame, payload)
+    journal.close()
+    assert _kinds(path) == "CFFCF"
+    sizes = _record_sizes(path)
+    assert sizes[4] < len(received[4][1]) + 200  # the payload and a few integers
+    (saved,), _ = DeviceJournal(path).load()
+    assert saved.frames == [received[4][1]]  # fed after the second checkpoint
+    fresh = _sited()
+    assert saved.restore_into(fresh) and saved.replayed == 1
+    _assert_same(vars(analysis.assessor), vars(fresh.assessor), "assessor")
 
 
 def test_a_state_this_code_cannot_journal_is_refused_by_name(tmp_path: Path) -> None:
@@ -460,33 +503,52 @@ def _events(analysis: DeviceAnalysis, frames: list[Frame]) -> list[str]:
     return lines
 
 
+def test_a_frame_journalled_after_the_checkpoint_that_cannot_be_decoded_refuses_the_state(
+    excerpt_20s: Path, tmp_path: Path,
+) -> None:
+    received = _received(_frames(excerpt_20s))[:3]
+    analysis, reorder, path, journal = _sited_journal(tmp_path)
+    for frame, payload in received[:2]:
+        _feed_and_save(journal, reorder, analysis, frame, payload)
+    _feed_and_save(journal, reorder, analysis, received[2][0], b"\x92not a frame")
+    journal.close()
+    (saved,), problems = DeviceJournal(path).load()
+    assert problems == [] and len(saved.frames) == 2
+    fresh = _sited()
+    assert not saved.restore_into(fresh)
+    assert "cannot be decoded" in saved.refusal and saved.replayed == 0
+    assert fresh.pipeline.tracker is None  # untouched: detection starts afresh
+
+
 def test_a_restart_mid_stream_gives_the_events_and_audibility_of_an_uninterrupted_run(
     excerpt_20s: Path, tmp_path: Path,
 ) -> None:
-    frames = _frames(excerpt_20s)
+    received = _received(_frames(excerpt_20s))
+    frames = [frame for frame, _ in received]
     whole = _events(_sited(), frames)
     assert whole  # the excerpt barks, and each event has its audibility
-    for cut in (3, 6, 11, 17):
+    for cut in (3, 6, 11, 17):  # 2, 1, 2 and 0 frames after a checkpoint (every 4th)
         path = tmp_path / f"journal-{cut}"
         first, reorder = _sited(), ReorderBuffer(120, 30.0)
-        journal = DeviceJournal(path)
+        journal = DeviceJournal(path, 4)
         before = []
-        for frame in frames[:cut]:
+        for frame, payload in received[:cut]:
             reorder.push(frame)
             before += _events(first, [frame])
-            journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, first)},
+            journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, first, fed=[payload])},
                          [("j-1", frame.seq, frame.capture_ns)])
         journal.close()  # killed here
         assert before + _events(_restored(path), frames[cut:]) == whole, cut
 
 
-def _saves(path: Path, frames: list[Frame]) -> list[int]:
-    """Save a sited device after each frame; the file's size after each save."""
+def _saves(path: Path, frames: list[Frame], checkpoint_frames: int = 60) -> list[int]:
+    """Save a sited device after each frame (received as its wire payload); the file's size
+    after each save."""
     analysis, reorder = _sited(), ReorderBuffer(120, 30.0)
-    journal = DeviceJournal(path)
+    journal = DeviceJournal(path, checkpoint_frames)
     sizes = []
-    for frame in frames:
-        _feed_and_save(journal, reorder, analysis, frame)
+    for frame, payload in _received(frames):
+        _feed_and_save(journal, reorder, analysis, frame, payload)
         sizes.append(path.stat().st_size)
     journal.close()
     return sizes
@@ -499,26 +561,37 @@ def _flip_byte(path: Path, offset: int) -> None:
 
 
 @pytest.mark.parametrize("damage", ["truncated", "flipped"])
+@pytest.mark.parametrize("damaged_save", [4, 5])  # a checkpoint's record, a frame's record
 def test_a_damaged_record_ends_the_replay_at_the_last_good_state(
-    tmp_path: Path, damage: str
+    tmp_path: Path, damage: str, damaged_save: int
 ) -> None:
     frames = list(frames_from_samples(sine(1000.0, 0.1, 5.0, 16000), 16000, 100.0,
                                       device_id="j-1", start_ns=START_NS))
     path = tmp_path / "journal"
-    sizes = _saves(path, frames)
+    sizes = _saves(path, frames, checkpoint_frames=3)
+    assert _kinds(path) == "CFFCF"
+    good = damaged_save - 1  # saves before the damaged one
     if damage == "truncated":
-        os.truncate(path, sizes[3] + 10)  # the fifth save cut short
+        os.truncate(path, sizes[good - 1] + 10)  # that save cut short
     else:
-        _flip_byte(path, sizes[3] + 40)  # a bit of the fifth save's payload
-    journal = DeviceJournal(path)
+        _flip_byte(path, sizes[good - 1] + 40)  # a bit of that save's payload
+    journal = DeviceJournal(path, 3)
     assert journal.damage is not None
-    assert f"analyzer journal {path}: damaged at offset {sizes[3]} " in journal.damage
+    assert f"analyzer journal {path}: damaged at offset {sizes[good - 1]} " in journal.damage
     assert ("cut-short" if damage == "truncated" else "checksum") in journal.damage
-    assert "4 record(s)" in journal.damage
+    assert f"{good} record(s)" in journal.damage
     (saved,), _ = journal.load()
-    assert saved.fed_end_ns == frames[3].end_ns  # the state after the fourth save
-    assert [seq for seq, _ in saved.stored] == [0, 1, 2, 3]
-    assert path.stat().st_size == sizes[-1] - (sizes[-1] - sizes[3] - 10
+    assert saved.fed_end_ns == frames[good - 1].end_ns  # the state after the last good save
+    assert [seq for seq, _ in saved.stored] == list(range(good))
+    assert len(saved.frames) == {4: 2, 5: 0}[damaged_save]  # fed after the good checkpoint
+    live = _sited()
+    for frame, _ in _received(frames[:good]):
+        live.feed(frame)
+    restored = _sited()
+    assert saved.restore_into(restored)
+    _assert_same(vars(live.assessor), vars(restored.assessor), "assessor")
+    _assert_same(vars(live.pipeline), vars(restored.pipeline), "pipeline")
+    assert path.stat().st_size == sizes[-1] - (sizes[-1] - sizes[good - 1] - 10
                                                if damage == "truncated" else 0)  # as found
 
 
@@ -536,18 +609,21 @@ def test_a_journal_of_a_newer_format_is_refused_with_its_number(tmp_path: Path) 
     path = tmp_path / "journal"
     data = _journal_of_format(path, 99)
     with pytest.raises(JournalError, match=rf"{path} is journal format 99; this analyzer "
-                                           r"reads format 4 only \(written by a newer"):
+                                           r"reads format 5 only \(written by a newer"):
         DeviceJournal(path)
     assert path.read_bytes() == data  # left as found
 
 
-def test_a_journal_of_format_3_is_refused_as_older(tmp_path: Path) -> None:
-    # Format 3 packed each tuple and object as msgpack bytes of their own (before the values
-    # went into one pass): read as format 4, it would be misread, so it is refused whole.
+@pytest.mark.parametrize("number", [3, 4])
+def test_a_journal_of_an_older_format_is_refused_as_older(tmp_path: Path, number: int) -> None:
+    # Format 4 wrote the detection state's changes at every save, no frames (a held frame
+    # packed, not its payload); format 3 packed each tuple and object as msgpack bytes of
+    # their own: read as format 5, either would be misread, so it is refused whole.
     path = tmp_path / "journal"
-    _journal_of_format(path, 3)
-    with pytest.raises(JournalError, match=rf"{path} is journal format 3; this analyzer "
-                                           r"reads format 4 only \(written by an older"):
+    _journal_of_format(path, number)
+    with pytest.raises(JournalError, match=rf"{path} is journal format {number}; this "
+                                           r"analyzer reads format 5 only \(written by an "
+                                           r"older Barkwatch\)"):
         DeviceJournal(path)
 
 
@@ -572,19 +648,17 @@ def test_values_come_back_with_their_types_tuples_deques_objects_and_arrays() ->
 def test_a_rewritten_journal_holds_the_same_state_in_one_record_per_device(
     excerpt_20s: Path, tmp_path: Path,
 ) -> None:
-    frames = _frames(excerpt_20s)[:12]
-    analysis, reorder, path, journal = _sited_journal(tmp_path)
-    for frame in frames:
-        _feed_and_save(journal, reorder, analysis, frame)
+    received = _received(_frames(excerpt_20s))[:13]
+    analysis, reorder, path, journal = _sited_journal(tmp_path, 5)
+    for frame, payload in received[:12]:
+        _feed_and_save(journal, reorder, analysis, frame, payload)
     grown = path.stat().st_size
-    journal.compact({"j-1": LiveDevice(reorder, 0, frames[-1].end_ns, analysis)})
+    journal.compact({"j-1": LiveDevice(reorder, 0, received[11][0].end_ns, analysis)})
     assert len(_record_sizes(path)) == 1 and path.stat().st_size < grown
-    frame = _frames(excerpt_20s)[12]  # saves go on after the rewrite
-    reorder.push(frame)
-    analysis.feed(frame)
-    journal.save({"j-1": LiveDevice(reorder, 0, frame.end_ns, analysis)},
-                 [("j-1", frame.seq, frame.capture_ns)])
+    assert _kinds(path) == "C"  # the whole state: no frame is fed again
+    _feed_and_save(journal, reorder, analysis, *received[12])  # saves go on after the rewrite
     journal.close()
+    assert _kinds(path) == "CF"
     restored = _restored(path)
     _assert_same(vars(analysis.assessor), vars(restored.assessor), "assessor")
     _assert_same(vars(analysis.pipeline), vars(restored.pipeline), "pipeline")
@@ -673,14 +747,59 @@ def test_a_restarted_analyzer_with_installation_records_stores_the_same_events_a
     assert events_of("au-split") == expected
 
 
+def test_a_killed_analyzer_feeds_the_frames_since_the_checkpoint_again_and_stores_them_once(
+    services: Services, excerpt_20s: Path, tmp_path: Path,
+) -> None:
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    for device in ("k-whole", "k-split"):
+        (sites / f"{device}.toml").write_text(site_template(
+            device, source_to_sensor_m=8.0, source_to_boundary_m=12.0))
+    path = tmp_path / "journal"
+    config = dataclasses.replace(_config(services, path), sites_dir=str(sites))
+    client = InfluxClient(InfluxSettings(url=services.influx.url))
+
+    def frames_of(device: str) -> list[bytes]:
+        return [encode_frame(f) for f in _frames(excerpt_20s, device)]
+
+    def events_of(device: str) -> list[tuple[object, ...]]:
+        return [(e.onset_ns, e.offset_ns, e.plainly_audible, e.audibility_margin_db)
+                for e in load_events(client, device, START_NS, START_NS + 30 * NS)]
+
+    whole = frames_of("k-whole")
+    uninterrupted = publish_through_analyzer(config, frame_topic("k-whole"), whole,
+                                             stored=len(whole))
+    expected = events_of("k-whole")
+    longest = max(expected, key=lambda e: e[1] - e[0])  # type: ignore[operator]
+    cut = (longest[0] - START_NS) // NS + 1  # type: ignore[operator]
+    assert cut > 3
+    split = frames_of("k-split")
+    runs = [publish_through_analyzer(config, frame_topic("k-split"), split[:2], stored=2),
+            publish_through_analyzer(config, frame_topic("k-split"), split[2:cut],
+                                     stored=cut - 2)]
+    # Each stop checkpointed the device (a clean restart feeds nothing again); a kill leaves
+    # the journal as its last save did: without that last record.
+    assert _kinds(path, "k-split").endswith("FC")
+    os.truncate(path, path.stat().st_size - _record_sizes(path)[-1] - 8)
+    (saved,) = [s for s in DeviceJournal(path).load()[0] if s.device == "k-split"]
+    assert len(saved.frames) == cut - 2  # fed after the checkpoint of the first stop
+    runs.append(publish_through_analyzer(config, frame_topic("k-split"), split[cut:],
+                                         stored=len(split) - cut))
+    assert runs[-1].counters.journal_errors == 0
+    assert events_of("k-split") == expected
+    # The frames fed again stored nothing: the three runs stored each event once.
+    assert sum(r.counters.events_stored for r in runs) == uninterrupted.counters.events_stored
+    assert sum(r.counters.frames_stored for r in runs) == len(split)
+
+
 def test_a_save_the_disk_refuses_is_cut_off_and_the_next_one_writes_the_state_whole(
     excerpt_20s: Path, tmp_path: Path,
 ) -> None:
-    frames = _frames(excerpt_20s)[:6]
+    frames = _received(_frames(excerpt_20s)[:6])
     analysis, reorder, path, journal = _sited_journal(tmp_path)
 
-    def save(frame: Frame) -> None:
-        _feed_and_save(journal, reorder, analysis, frame)
+    def save(frame: tuple[Frame, bytes]) -> None:
+        _feed_and_save(journal, reorder, analysis, *frame)
 
     for frame in frames[:3]:
         save(frame)

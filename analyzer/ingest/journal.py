@@ -6,32 +6,44 @@ frames waiting for a missing predecessor lived in memory only, so a killed analy
 detection afresh at the first unacknowledged frame: that frame was scored without its
 predecessor and the event open at the kill lost its start (docs/FAULTS.md, defect 2).
 
-Now, after every stored batch and before its acknowledgements, **what changed** in each device
+Now, after every stored batch and before its acknowledgements, what changed in each device
 the batch touched is appended to the journal as one record (:mod:`analyzer.ingest.journal_format`:
 versioned header, length-prefixed records with a CRC-32): the reorder buffer's counts, the
-frames that began or stopped waiting, the pipeline's checkpoint
-(:meth:`analyzer.detect.DevicePipeline.checkpoint`, a few KB), the entries the audibility
-assessor's stores gained and how many they dropped from their old end (its recent spectra and
-the background's seconds: one entry each per frame, where pickling the whole assessor wrote its
-160 KiB every time, issue 37), and the keys of the frames stored in the last
-``KEEP_STORED_S`` of capture time. When the file has grown to twice what the state itself
-takes (at least ``COMPACT_MIN_BYTES``) it is rewritten as one full record per device
+implausible count, the end of the last frame fed, the frames that began or stopped waiting
+(their wire payloads), and the keys of the frames stored in the last ``KEEP_STORED_S`` of
+capture time. The detection state itself (format 5) is journalled by **the frames fed to it**:
+their wire payloads, bytes already, nothing to encode; every ``checkpoint_frames`` frames of a
+device (and at a rewrite and a clean shutdown) a **checkpoint** of it is written instead, as
+format 4 wrote it at every save: the pipeline's checkpoint
+(:meth:`analyzer.detect.DevicePipeline.checkpoint`, a few KB) and the entries the audibility
+assessor's stores gained and how many they dropped from their old end since the previous
+checkpoint (its recent spectra and the background's seconds: pickling the whole assessor wrote
+its 160 KiB every time, issue 37). When the file has grown to twice what the state itself takes
+(at least ``COMPACT_MIN_BYTES``) it is rewritten as one full checkpoint per device
 (:meth:`DeviceJournal.compact`), written aside and renamed over the old one.
 
 A restarted analyzer replays the records before it takes a frame: a redelivered frame that was
 stored is a duplicate, the next one continues the state exactly where the killed process left
-it. A crash between the batch's write and its record leaves the previous state and the batch's
-frames unacknowledged: they are processed again from that state and give the same points,
-which InfluxDB overwrites (same series and time). The rules are not saved: they are primed
-from InfluxDB as before (``analyzer.ingest.device``). A record cut short or failing its
-checksum ends the replay there (:attr:`DeviceJournal.damage` names the file and the offset):
-the state saved before it is restored, the damaged file is set aside and a new one written
-from that state (``analyzer.ingest.keeper``).
+it. A device's detection state is its latest checkpoint, into which the frames journalled after
+it are fed again when the device is first used
+(:meth:`analyzer.ingest.saved.SavedDevice.restore_into`: the pipeline and the assessor's
+observation, the same code on the same bytes, so the state ends bit for bit where it was on the
+same machine; nothing is stored, published or acknowledged). The
+reorder buffer, plausibility and de-duplication are not run again: their outcomes (a few
+integers, which depend on the clocks) are in the records. A crash between the batch's write and
+its record leaves the previous state and the batch's frames unacknowledged: they are processed
+again from that state and give the same points, which InfluxDB overwrites (same series and
+time). The rules are not saved: they are primed from InfluxDB as before
+(``analyzer.ingest.device``), which holds the events of the frames fed again. A record cut
+short or failing its checksum ends the replay there (:attr:`DeviceJournal.damage` names the
+file and the offset): the state saved before it (a checkpoint and the frames after it) is
+restored, the damaged file is set aside and a new one written from that state
+(``analyzer.ingest.keeper``).
 
 Which state is saved is found, not listed (:mod:`analyzer.ingest.saved`): a list or deque
 attribute of the assessor is a store, journalled by what it gained and lost at its ends,
-anything else a value, written at every save of a device with detection state (the pipeline's
-counters move at every frame). Where each part lives is found once per analysis
+anything else a value, written whole at every checkpoint (the pipeline's counters move at
+every frame). Where each part lives is found once per analysis
 (:class:`analyzer.ingest.saved.PartsLayout`) and checked, not walked again, at each save.
 
 A saved detection state is used only with the detector settings, dog head and installation
@@ -73,15 +85,20 @@ from analyzer.ingest.saved import (
     Replayed,
     SavedDevice,
     detection_context,
-    detection_parts,
     is_store,
     keep_recent,
 )
+from sensor.errors import WireError
+from sensor.wire import encode_frame
 
 log = logging.getLogger(__name__)
 
 COMPACT_MIN_BYTES = 64 * 1024 * 1024
 COMPACT_RATIO = 2.0  # rewritten when the file is this many times the last full rewrite
+# A device's detection state is checkpointed at every this many frames fed, and the frames
+# between are journalled as their payloads: a restart feeds again at most this many less one
+# (about 0.2 ms each, docs/SCALE.md). The analyzer's setting journal_checkpoint_frames.
+CHECKPOINT_FRAMES = 60
 SET_ASIDE_LABEL = "damaged"  # journal.sqlite.damaged-20261202T142600Z
 
 
@@ -110,6 +127,7 @@ class _Written:
     has_detection: bool = False
     mirrors: dict[str, deque[Any]] = field(default_factory=dict)  # stores: entries held
     layout: PartsLayout | None = None  # where the parts of ``detection`` are
+    since: int = 0  # frames journalled after the checkpoint it holds (a restart feeds them)
 
 
 def _store_change(mirror: deque[Any], current: deque[Any] | list[Any]
@@ -139,12 +157,15 @@ def _store_change(mirror: deque[Any], current: deque[Any] | list[Any]
 
 
 class DeviceJournal:
-    """The journal file at ``path`` (made if missing), replayed when opened. Owned by the
-    analyzer's worker thread. :class:`JournalError` when the file cannot be read as a journal
-    at all (another file, another format: the caller sets it aside)."""
+    """The journal file at ``path`` (made if missing), replayed when opened; a device's
+    detection state is checkpointed every ``checkpoint_frames`` frames fed (0 or 1: at every
+    save that fed one). Owned by the analyzer's worker thread. :class:`JournalError` when the
+    file cannot be read as a journal at all (another file, another format: the caller sets it
+    aside)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, checkpoint_frames: int = CHECKPOINT_FRAMES) -> None:
         self.path = Path(path)
+        self.checkpoint_frames = max(1, checkpoint_frames)
         self.damage: str | None = None  # the damaged record that ended the replay, if any
         self._replayed: dict[str, Replayed] = {}
         self._written: dict[str, _Written] = {}
@@ -242,7 +263,8 @@ class DeviceJournal:
             saved.append(found)
             self._written[device] = _Written(
                 held={(f.seq, f.capture_ns) for f in found.held},
-                stored=deque(replayed.stored), has_detection=found.pipeline is not None)
+                stored=deque(replayed.stored), has_detection=found.pipeline is not None,
+                since=len(found.frames))
         self._replayed = {}  # handed over: the writer's view takes it from here
         return saved, problems
 
@@ -266,23 +288,36 @@ class DeviceJournal:
         """A rewrite failed: try again only once the file has grown as much again."""
         self._base = max(self._base, self._size)
 
-    def restored(self, device: str, analysis: DeviceAnalysis) -> None:
-        """``analysis`` now holds the state the journal holds for ``device`` (restored into
-        it): later saves write only what changes from it."""
+    def restored(self, device: str, analysis: DeviceAnalysis, saved: SavedDevice) -> None:
+        """``analysis`` now holds ``saved``, the state the journal holds for ``device``
+        (restored into it, and the frames journalled after its checkpoint fed again): the next
+        checkpoint writes what changed from that checkpoint (its stores' entries are the very
+        objects restored)."""
         written = self._written.get(device)
         if written is None or not written.has_detection:
             return
         written.detection = analysis
-        written.mirrors = {path: deque(value) for path, value in
-                           detection_parts(analysis).items() if is_store(path, value)}
+        written.mirrors = {path: deque(value) for path, value in saved.parts.items()
+                           if is_store(path, value)}
         written.layout = None
+        written.since = len(saved.frames)
+
+    def checkpoint_next(self, device: str) -> None:
+        """Write ``device``'s detection state whole at its next save (a frame it was fed could
+        not be journalled)."""
+        written = self._written.get(device)
+        if written is not None:
+            written.detection = None
 
     def save(self, devices: Mapping[str, LiveDevice | None],
-             stored: Iterable[tuple[str, int, int]]) -> int:
+             stored: Iterable[tuple[str, int, int]], checkpoint: bool = False) -> int:
         """Append one record: what changed in each of ``devices`` (None: forget the device)
         and the keys (device, seq, capture ns) of frames just stored; the bytes written. A
-        device whose state cannot be encoded is forgotten (a restart starts it afresh) and
-        named in the JournalError raised after the record is written."""
+        device's detection state is written (a checkpoint) when its ``checkpoint_frames``-th
+        frame since the last one was fed, or with ``checkpoint`` (a clean shutdown); else the
+        frames fed since the last save (``LiveDevice.fed``). A device whose state cannot be
+        encoded is forgotten (a restart starts it afresh) and named in the JournalError raised
+        after the record is written."""
         changes: dict[str, dict[str, Any] | None] = {}
         unsaveable = []
         for device, live in devices.items():
@@ -292,7 +327,7 @@ class DeviceJournal:
                 continue
             try:
                 changes[device], self._written[device] = self._change(
-                    live, self._written.get(device))
+                    live, self._written.get(device), checkpoint)
             except StateFormatError as exc:  # its older state must not be restored: drop it
                 changes[device] = None
                 self._written.pop(device, None)
@@ -330,6 +365,8 @@ class DeviceJournal:
     def _append(self, payload: bytes, devices: list[str]) -> int:
         data = record(payload)
         if self._fd is None or self.damage is not None:
+            for device in devices:  # their changes are lost: written whole next time
+                self._written.pop(device, None)
             raise JournalError(f"analyzer journal {self.path}: not open for writing")
         try:
             done = 0
@@ -349,10 +386,13 @@ class DeviceJournal:
         self._size += len(data)
         return len(data)
 
-    def _change(self, live: LiveDevice, written: _Written | None
+    def _change(self, live: LiveDevice, written: _Written | None, checkpoint: bool = False
                 ) -> tuple[dict[str, Any], _Written]:
         """What changed in one device since ``written`` (None: everything, ``full``), and
-        what the journal holds of it once that is written (``written``, updated)."""
+        what the journal holds of it once that is written (``written``, updated). The
+        detection state is a checkpoint (``det``) when it is new to the journal, when its
+        ``checkpoint_frames``-th frame was fed or with ``checkpoint``; otherwise the frames
+        fed (``fed``)."""
         # The reorder buffer's counts, encoded with the record (a few integers).
         reorder = dict(vars(live.reorder))
         del reorder["_waiting"]
@@ -363,21 +403,36 @@ class DeviceJournal:
             change["full"] = True
         held = live.reorder.held()
         if held or written.held:
-            pack = self._encoder.pack
             began = sorted(held.keys() - written.held)
-            if began:
-                change["hold"] = [[seq, ns, pack(held[(seq, ns)])] for seq, ns in began]
+            if began:  # as received (a frame handed in without them is encoded again)
+                payloads = live.payloads
+                try:
+                    change["hold"] = [[seq, ns, payloads.get((seq, ns)) or
+                                       encode_frame(held[(seq, ns)])] for seq, ns in began]
+                except WireError as exc:
+                    raise StateFormatError(f"a held frame cannot be journalled: {exc}") from exc
             ended = written.held - held.keys()
             if ended:
                 change["release"] = [list(k) for k in ended]
             written.held = set(held)
         analysis = live.analysis
         if analysis is not None:
-            change["det"] = self._detection_change(analysis, written)
+            fed = live.fed
+            after = written.since + len(fed)  # frames after the checkpoint, these written
+            due = (checkpoint and after > 0) or (bool(fed) and after >= self.checkpoint_frames)
+            if full or written.detection is not analysis or due:
+                change["det"] = self._detection_change(analysis, written)
+                written.since = 0
+            elif fed:  # bytes already: nothing to encode
+                change["fed"] = list(fed)
+                written.since += len(fed)
         elif live.pending is not None:
             if full:  # a rewrite: the restored state, not yet in use, whole
                 change["det"] = self._pending_detection(live.pending)
                 written.has_detection = change["det"] is not None
+                if change["det"] is not None and live.pending.frames:
+                    change["fed"] = list(live.pending.frames)  # fed after it, not yet again
+                    written.since = len(live.pending.frames)
         elif written.has_detection or full:
             change["det"] = None
             written.has_detection = False

@@ -37,9 +37,11 @@ import msgpack
 import numpy as np
 
 MAGIC = b"barkwatch analyzer journal\n"
-# 4: values in one msgpack pass (markers lead tuples, deques and objects); 3: each tuple and
-# object its own msgpack bytes (issue 37); 2 and 1 were SQLite files of pickles
-FORMAT = 4
+# 5: the frames fed since a device's checkpoint journalled as their wire payloads, the state
+# every ``checkpoint_frames``; 4: the state's changes at every save, values in one msgpack
+# pass (markers lead tuples, deques and objects); 3: each tuple and object its own msgpack
+# bytes (issue 37); 2 and 1 were SQLite files of pickles
+FORMAT = 5
 HEADER = MAGIC + struct.pack(">I", FORMAT)
 _HEAD = struct.Struct(">II")  # payload length, CRC-32 of the length's bytes and the payload
 # A record's payload is at most this long (a device's full state with 120 held frames is a few

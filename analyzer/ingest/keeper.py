@@ -1,5 +1,6 @@
 """The live analyzer's side of the journal: resume every device at start-up, save after each
-stored batch, rewrite the file when it has grown, and never let a journal stop storage.
+stored batch, rewrite the file when it has grown, checkpoint every device at a clean shutdown,
+and never let a journal stop storage.
 
 Owned by the analyzer's worker thread, beside the per-device states it saves
 (``analyzer.ingest.state.DeviceState``); the file and its format are
@@ -8,6 +9,11 @@ format, a newer Barkwatch's) is set aside and a new one started: every device st
 from the frames the broker still holds (issue 32, 2). One damaged part way (a record cut short
 or failing its checksum) gives back the state saved before the damage: the file is set aside
 and a new one written from that state (issue 37, 2).
+
+The journal keeps a device's detection state as a checkpoint and the frames fed after it
+(format 5): the service hands each frame's wire payload in when the frame passes its checks
+(:meth:`JournalKeeper.received`) and says when the pipeline takes it (:meth:`JournalKeeper.fed`),
+and the next save writes the payloads of the frames fed since the last one.
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ from pathlib import Path
 from analyzer.config import AnalyzerConfig
 from analyzer.ingest.device import DeviceAnalysis
 from analyzer.ingest.journal import DeviceJournal, JournalError, UnsaveableState, set_aside
-from analyzer.ingest.saved import LiveDevice, SavedDevice
+from analyzer.ingest.saved import Held, LiveDevice, SavedDevice
 from analyzer.ingest.state import AnalyzerCounters, DeviceState, Key, StoredFrames
+from sensor.errors import WireError
+from sensor.wire import Frame, encode_frame
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +48,10 @@ class JournalKeeper:
         self.journal: DeviceJournal | None = None
         self.touched: set[str] = set()  # devices whose state changed since the last save
         self._unsaved_keys: list[Key] = []  # stored frames a failed save did not record
+        # By device: wire payloads of the frames received and not yet fed (waiting, mostly),
+        # and of the frames fed since the last save, in order
+        self._payloads: dict[str, dict[Held, bytes]] = {}
+        self._fed: dict[str, list[bytes]] = {}
 
     # --- start-up ----------------------------------------------------------------------------
     def resume_devices(self) -> None:
@@ -51,7 +63,7 @@ class JournalKeeper:
         path = Path(self.config.journal_path)
         existed = path.exists() or path.is_symlink()
         try:
-            self.journal = DeviceJournal(path)
+            self.journal = DeviceJournal(path, self.config.journal_checkpoint_frames)
             empty = self.journal.empty
             saved, problems = self.journal.load()
         except JournalError as exc:
@@ -95,7 +107,7 @@ class JournalKeeper:
                       "every device's detection starts afresh from the frames the broker "
                       "still holds", damage, moved)
             try:
-                return DeviceJournal(path)
+                return DeviceJournal(path, self.config.journal_checkpoint_frames)
             except JournalError as exc:
                 damage = exc
                 log.error("%s", exc)
@@ -135,6 +147,8 @@ class JournalKeeper:
         for key in saved.stored:
             state.stored.add(key)
         self._devices[saved.device] = state
+        if saved.payloads:
+            self._payloads[saved.device] = dict(saved.payloads)
         if saved.fed_end_ns is not None:
             # Restored when the device is next needed (a frame, a released gap, forgetting
             # it), not here: priming reads InfluxDB (three queries a device), and 10,511
@@ -143,29 +157,66 @@ class JournalKeeper:
         self.counters.devices_resumed += 1
 
     def restore(self, device: str, saved: SavedDevice, analysis: DeviceAnalysis) -> None:
-        """Put ``saved`` into the device's new ``analysis`` (its first use after a restart),
-        or log why its detection starts afresh."""
+        """Put ``saved`` into the device's new ``analysis`` (its first use after a restart:
+        its checkpoint, then the frames journalled after it fed again), or log why its
+        detection starts afresh."""
         if not saved.restore_into(analysis):
             log.warning("%s: %s; detection starts afresh", device, saved.refusal)
             return
         if self.journal is not None:
-            self.journal.restored(device, analysis)
+            self.journal.restored(device, analysis, saved)
+
+    # --- frames ------------------------------------------------------------------------------
+    def received(self, device: str, frame: Frame, payload: bytes) -> None:
+        """``frame`` (wire bytes ``payload``) passed every check and goes to the reorder
+        buffer: kept until the pipeline takes it (:meth:`fed`) or it is pruned at a save."""
+        if self.journal is not None:
+            self._payloads.setdefault(device, {})[(frame.seq, frame.capture_ns)] = payload
+
+    def fed(self, device: str, frame: Frame) -> None:
+        """The pipeline takes ``frame`` now: its payload goes with the next save."""
+        if self.journal is None:
+            return
+        payload = self._payloads.get(device, {}).pop((frame.seq, frame.capture_ns), None)
+        if payload is None:  # not received through the service (none so far): encoded again
+            try:
+                payload = encode_frame(frame)
+            except WireError:  # the state itself goes with the next save instead
+                self.journal.checkpoint_next(device)
+                return
+        self._fed.setdefault(device, []).append(payload)
 
     # --- saving ------------------------------------------------------------------------------
-    def _live(self, state: DeviceState) -> LiveDevice:
+    def _live(self, state: DeviceState, device: str, fed: list[bytes] | None = None
+              ) -> LiveDevice:
+        payloads = self._payloads.get(device)
+        if payloads is not None and len(payloads) > state.reorder.waiting:
+            # Frames that were never fed (late ones): only the waiting frames' are kept.
+            waiting = state.reorder.held()
+            payloads = self._payloads[device] = {k: v for k, v in payloads.items()
+                                                 if k in waiting}
         return LiveDevice(state.reorder, state.implausible, state.fed_end_ns, state.analysis,
-                          state.resume)
+                          state.resume, fed or [], payloads or {})
 
     def _live_devices(self) -> dict[str, LiveDevice]:
-        return {device: self._live(state) for device, state in self._devices.items()}
+        return {device: self._live(state, device) for device, state in self._devices.items()}
 
     def save(self, stored: list[Key]) -> None:
         """Save what changed in every device touched since the last save, and the keys of the
         frames just stored (after they were written, before they are acknowledged)."""
         if self.journal is None or not (self.touched or stored):
             return
-        devices = {device: (None if device not in self._devices
-                            else self._live(self._devices[device])) for device in self.touched}
+        devices: dict[str, LiveDevice | None] = {}
+        for device in self.touched:
+            state = self._devices.get(device)
+            if state is None:
+                self._payloads.pop(device, None)
+                self._fed.pop(device, None)
+                devices[device] = None
+            else:
+                devices[device] = self._live(state, device, self._fed.pop(device, None))
+        # A failed save below loses these frames' payloads: the journal writes the devices'
+        # state whole at their next save (journal.py), so none is needed again.
         try:
             self.journal.save(devices, self._unsaved_keys + stored)
         except UnsaveableState as exc:  # written, less the devices it names
@@ -198,6 +249,19 @@ class JournalKeeper:
                  len(self._devices), size / 1e6)
 
     def close(self) -> None:
-        """Close the file (the worker is ending)."""
-        if self.journal is not None:
-            self.journal.close()
+        """Checkpoint every device saved as it is now, then close the file (the worker is
+        ending): a clean restart feeds no frame again. A device changed since the last save
+        (its batch not stored) keeps what the journal holds: a checkpoint of its state would
+        hold frames that the broker delivers again."""
+        if self.journal is None:
+            return
+        devices: dict[str, LiveDevice | None] = {
+            device: self._live(state, device) for device, state in self._devices.items()
+            if device not in self.touched and state.analysis is not None}
+        try:
+            if devices:
+                self.journal.save(devices, [], checkpoint=True)
+        except JournalError as exc:  # what the journal holds is restored, frames fed again
+            self.counters.journal_errors += 1
+            log.error("%s; a restart feeds the frames since each checkpoint again", exc)
+        self.journal.close()

@@ -7,7 +7,9 @@ owns (the background tracker) except ``CONFIGURATION``, which the installation r
 settings make. An attribute added to them is saved without a change here, and
 :meth:`SavedDevice.restore_into` refuses a state whose parts are not the running code's
 (tests/test_journal.py restores a stream at every frame and compares every attribute).
-:class:`Replayed` builds a device's state from the journal's records.
+:class:`Replayed` builds a device's state from the journal's records: the latest checkpoint
+of its detection state and the wire payloads of the frames fed after it, which
+:meth:`SavedDevice.restore_into` feeds again (:func:`replay_frame`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from typing import Any
 from analyzer.ingest.device import DeviceAnalysis
 from analyzer.ingest.journal_format import FORMAT, StateFormatError, unpack
 from analyzer.ingest.ordering import ReorderBuffer
-from sensor.wire import Frame
+from sensor.errors import WireError
+from sensor.wire import Frame, decode_frame
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +174,12 @@ class SavedDevice:
     assessor: dict[str, Any] | None  # path below the assessor -> value (stores as lists)
     stored: list[tuple[int, int]] = field(default_factory=list)  # (seq, capture ns)
     held: list[Frame] = field(default_factory=list)  # frames waiting for a predecessor
+    payloads: dict[Held, bytes] = field(default_factory=dict)  # the held frames' wire bytes
+    # Wire payloads of the frames the pipeline took after the checkpoint, in order: fed again
+    # by restore_into (at most the journal's checkpoint_frames - 1)
+    frames: list[bytes] = field(default_factory=list)
     refusal: str = ""  # why restore_into refused the state, for the log
+    replayed: int = 0  # frames restore_into fed again
 
     @property
     def parts(self) -> dict[str, Any]:
@@ -182,10 +190,19 @@ class SavedDevice:
 
     def restore_into(self, analysis: DeviceAnalysis) -> bool:
         """Put the saved detection state into ``analysis`` (freshly made and primed) if it was
-        made in the same context and has exactly the parts this code keeps; False (nothing
+        made in the same context and has exactly the parts this code keeps, then feed it the
+        frames journalled after that checkpoint (:func:`replay_frame`: the detection only,
+        nothing stored, published or acknowledged; ``replayed`` counts them); False (nothing
         changed, ``refusal`` says why) if not."""
         if self.pipeline is None:
             self.refusal = "no detection state was saved"
+            return False
+        try:  # all of them before anything changes: one that cannot be read refuses the state
+            # (each was accepted once, under the analyzer's max_payload_bytes: not bounded again)
+            frames = [decode_frame(payload, len(payload)) for payload in self.frames]
+        except WireError as exc:
+            self.refusal = (f"a frame journalled after its saved detection state cannot be "
+                            f"decoded ({exc})")
             return False
         if self.context != detection_context(analysis):
             self.refusal = ("its saved detection state was made with other detector settings, "
@@ -211,7 +228,27 @@ class SavedDevice:
                     current.extend(value)
                 else:
                     setattr(holder, name, value)
+        for frame in frames:
+            replay_frame(analysis, frame)
+        self.replayed = len(frames)
         return True
+
+
+def replay_frame(analysis: DeviceAnalysis, frame: Frame) -> None:
+    """Feed ``frame`` again to the parts of ``analysis`` the journal saves: what
+    :meth:`DeviceAnalysis.feed` does to them (the pipeline, then the assessor's observation
+    with the frame's score; an event's assessment reads them only). Not the rules, which a
+    restarted analyzer primes from InfluxDB, where this frame's events and coverage already
+    are; its outputs go nowhere. A frame whose live feed raised raises at the same point here
+    (the same code on the same input) and leaves the same partial state: passed over, as the
+    live analyzer stored it unscored."""
+    try:
+        result = analysis.pipeline.feed(frame)
+        if analysis.assessor is not None:
+            analysis.assessor.observe(frame, result.max_dog_score)
+    except Exception as exc:  # as live: the frame's state changes up to the failure stay
+        log.warning("replaying frame %d of %s raised %s: %s (as when it was fed)", frame.seq,
+                    analysis.device_id, type(exc).__name__, exc)
 
 
 @dataclass
@@ -223,6 +260,10 @@ class LiveDevice:
     fed_end_ns: int | None
     analysis: DeviceAnalysis | None
     pending: SavedDevice | None = None  # restored from the journal, not yet put into analysis
+    # Wire payloads of the frames the pipeline took since the last save, in order
+    fed: list[bytes] = field(default_factory=list)
+    # Wire payloads of the frames waiting in ``reorder`` (one missing here is encoded again)
+    payloads: dict[Held, bytes] = field(default_factory=dict)
 
 
 def keep_recent(stored: deque[tuple[int, int]], keys: Iterable[tuple[int, int]]) -> None:
@@ -250,6 +291,7 @@ class Replayed:
     context: str = ""
     parts: dict[str, Any] | None = None  # None: no detection state
     broken: str = ""  # why the detection state cannot be replayed (it is dropped)
+    frames: list[bytes] = field(default_factory=list)  # fed after the checkpoint in ``parts``
 
     def apply(self, change: dict[str, Any]) -> None:
         self.reorder = change["r"]
@@ -262,7 +304,10 @@ class Replayed:
         for seq, capture_ns in change.get("release", []):
             self.held.pop((seq, capture_ns), None)
         if "det" not in change:
+            self.frames.extend(change.get("fed", ()))
             return
+        # A checkpoint: the frames fed before it are in it; "fed" beside it came after it.
+        self.frames = list(change.get("fed", ()))
         detection = change["det"]
         if detection is None:
             self.parts, self.context, self.broken = None, "", ""
@@ -301,14 +346,14 @@ class Replayed:
             raise StateFormatError(f"its reorder buffer was saved with {sorted(self.reorder)}, "
                                    f"this version keeps {sorted(expected)}")
         vars(fresh).update(self.reorder)
-        held = []
+        held, payloads = [], {}
         for key, data in sorted(self.held.items()):
             try:
-                frame = unpack(data)
-                if not isinstance(frame, Frame):
-                    raise StateFormatError(f"a {type(frame).__name__}, not a frame")
-                held.append(frame)
-            except (StateFormatError, ValueError, TypeError) as exc:
+                if not isinstance(data, bytes):
+                    raise StateFormatError(f"a {type(data).__name__}, not a frame's payload")
+                held.append(decode_frame(data, len(data)))
+                payloads[key] = data
+            except (StateFormatError, WireError) as exc:
                 # That frame is not restored; it is stored already (unscored).
                 log.error("analyzer journal: held frame %s of %s is unreadable (%s: %s)", key,
                           self.device, type(exc).__name__, exc)
@@ -323,4 +368,5 @@ class Replayed:
                         for k, v in self.parts.items() if k.startswith(ASSESSOR)}
         return SavedDevice(self.device, fresh, self.implausible, self.fed_end_ns,
                            self.context if pipeline is not None else "", pipeline, assessor,
-                           list(self.stored), held)
+                           list(self.stored), held, payloads,
+                           list(self.frames) if pipeline is not None else [])

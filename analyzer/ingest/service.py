@@ -20,8 +20,10 @@ are set aside (``RefusedPoints``), counted and acknowledged, never retried forev
 silent for ``forget_device_after_s`` has its state freed.
 
 With ``journal_path`` set, each device's analysis state is saved after every stored batch,
-before its acknowledgements, and restored at start-up (``analyzer.ingest.journal``): a
-restarted analyzer scores and tracks events exactly as if it had not stopped.
+before its acknowledgements (the payloads of the frames its pipeline took, and a checkpoint of
+the state every ``journal_checkpoint_frames``), and restored at start-up
+(``analyzer.ingest.journal``): a restarted analyzer scores and tracks events exactly as if it
+had not stopped.
 """
 
 from __future__ import annotations
@@ -475,6 +477,7 @@ class Analyzer:
         if time_issue:
             self._flag_implausible_time(frame, state, time_issue)
         else:
+            self._keeper.received(device, frame, payload)  # journalled if the pipeline takes it
             self._order_and_score(frame, state)
         # Last: the ack waits for the point queued above (acknowledged when it is stored).
         self._unstored[key] = [ack]
@@ -536,6 +539,7 @@ class Analyzer:
                 self._queue_frame(frame, score, stores=False)
 
     def _analyse(self, device: str, state: DeviceState, frame: Frame) -> float:
+        self._keeper.fed(device, frame)  # its payload is journalled, fed again at a restart
         output = self._analysis_of(device, state, frame.capture_ns).feed(frame)
         state.fed_end_ns = frame.end_ns
         self._store_output(output)
