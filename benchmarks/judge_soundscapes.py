@@ -23,9 +23,10 @@ the same frames. Figures per detector: bark hit rate by the bark's own SNR (a ba
 labelled dog steps, ``training.head_data`` labels, merged across 0.1 s; found when an event
 overlaps it), bouts (3 or more barks, gaps under 60 s) with no bark found, 1 s segment
 precision/recall/F1 on the dog scenes, and false alarms per hour (events overlapping no dog
-sound) on the confuser scene and on the dog scenes. Detectors: ``shipped`` (the bundled head
-file), ``v4`` (``models/dog_head.v4.npz`` when present: the CNN min-fused with a head on
-YAMNet's embedding, YAMNet's veto), ``yamnet`` (untouched YAMNet's dog classes alone),
+sound) on the confuser scene and on the dog scenes. Detectors: ``shipped`` (the analyzer's
+bundled head, ``models/dog_head.v5-fused.npz`` since issue 39), ``v4`` (the sensor's head,
+``models/dog_head.npz``: the CNN min-fused with a head on YAMNet's embedding, YAMNet's veto;
+the analyzer's before issue 39), ``yamnet`` (untouched YAMNet's dog classes alone),
 ``cnn`` (dog-cnn-3.0 alone), ``tuned@ON/OFF`` (the sensor's fine-tuned score alone at
 those event thresholds) and ``fused A/B@ON/OFF`` (log-odds fusion of the CNN's 20 ms score and
 the fine-tuned patch score, sigmoid(A logit(cnn) + B logit(dg)): the CNN a second opinion, not
@@ -63,7 +64,7 @@ if str(ROOT) not in sys.path:  # run as a script: the repository's packages
 
 from analyzer.config import DetectorSettings  # noqa: E402
 from analyzer.detect import DevicePipeline  # noqa: E402
-from analyzer.detect.head import DEFAULT_HEAD_PATH, DogHead  # noqa: E402
+from analyzer.detect.head import ANALYZER_HEAD_PATH, DEFAULT_HEAD_PATH, DogHead  # noqa: E402
 from analyzer.offline.analysis import frames_of_file  # noqa: E402
 from analyzer.offline.evaluate import segment_counts  # noqa: E402
 from sensor.dog_cnn import DEFAULT_MODEL_PATH  # noqa: E402
@@ -93,7 +94,6 @@ STEP_S = HOP / RATE
 SCENE_RATE_HZ = 48000
 FULL_SCALE_DB = 100.0
 BOUT_GAP_S = 60.0  # barks closer than this belong to one bout (issue 39)
-V4_HEAD_PATH = ROOT / "models" / "dog_head.v4.npz"
 TUNED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7), (0.95, 0.8))
 FUSED_WEIGHTS = ((0.5, 0.5), (0.35, 0.65))  # (A on the CNN, B on the fine-tuned score)
 FUSED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7))
@@ -226,12 +226,11 @@ def detectors() -> dict[str, tuple[DogHead, DetectorSettings, bool]]:
     """name -> (head, settings, whether YAMNet's class scores are hidden: the CNN alone)."""
     plain = DetectorSettings()
     out: dict[str, tuple[DogHead, DetectorSettings, bool]] = {
-        "shipped": (DogHead.load(DEFAULT_HEAD_PATH), plain, False),
+        "shipped": (DogHead.load(ANALYZER_HEAD_PATH), plain, False),
+        "v4": (DogHead.load(DEFAULT_HEAD_PATH), plain, False),
         "yamnet": (DogHead(fusion_kind="head"), plain, False),
         "cnn": (DogHead(fusion_kind="max"), plain, True),
     }
-    if V4_HEAD_PATH.is_file():
-        out["v4"] = (DogHead.load(V4_HEAD_PATH), plain, False)
     for on, off in TUNED_THRESHOLDS:
         out[f"tuned@{on:g}/{off:g}"] = (
             DogHead(version="tuned", fusion_kind="head", sensor_scores=True),

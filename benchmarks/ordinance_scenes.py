@@ -12,8 +12,9 @@ Issue 24's goal "no false ordinance finding: gaps between bouts must not be brid
 detections". Each scene is mixed from the corpus (``../shared/corpus/train`` and ``extra``,
 16 kHz clips) into a steady background bed, written as a 48 kHz FLAC, and analysed by
 ``barkwatch analyze --site FILE`` (a subprocess: the shipped detector, the CNN fused with
-``models/dog_head.npz``, the rules and the audibility with an installation record like the
-demo's). Scene kinds (Glencoe MN section 701 subd. 5; docs/RULES.md):
+the sensor's fine-tuned score by ``models/dog_head.v5-fused.npz``, the rules and the
+audibility with an installation record like the demo's). Scene kinds (Glencoe MN section
+701 subd. 5; docs/RULES.md):
 
 - ``near_continuous``: dog bouts of 1-3 min (real dog clips strung together 0.5-5 s apart)
   separated by 70-120 s gaps filled with confusers: every bout is under 7 min but all of them

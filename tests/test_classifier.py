@@ -30,6 +30,7 @@ from analyzer.detect.classifier import (
     logits_of_stream,
 )
 from analyzer.detect.detector import MODEL_VERSION
+from analyzer.detect.head import ANALYZER_HEAD_PATH
 from analyzer.detect.pipeline import DevicePipeline
 from analyzer.detect.settings import DetectorSettings
 from analyzer.offline.analysis import analyze_file, frames_of_file
@@ -192,11 +193,9 @@ def test_levels_under_the_frame_floor_do_not_change_the_inputs(seed: int, frames
     "before_s, after_s",
     [
         (0.0, 0.0),
-        pytest.param(1.0, 1.0, marks=pytest.mark.xfail(strict=True, reason=(
-            "known limitation since the head's YAMNet veto: the 0.45-s bark straddles two YAMNet "
-            "patches amid digital zeros, YAMNet's dog classes reach 0.08 there and cap the "
-            "fused score at 0.88, under the 0.95 on threshold (docs/DETECTOR.md, YAMNet's veto)"
-        ))),
+        # v4's YAMNet veto missed this one (YAMNet's dog classes reach 0.08 over the two
+        # patches the 0.45-s bark straddles); the bundled fusion since issue 39 has no veto
+        (1.0, 1.0),
         (1.1, 1.0),
         (2.5, 0.0),
         (0.0, 2.5),
@@ -208,14 +207,17 @@ def test_a_clean_bark_amid_digital_silence_is_found(
     # A sound-effect bark cut tight (as sound libraries and clip datasets ship them) and padded
     # with digital zeros: before the level floor it scored 0.02, its bands 160 dB over "silence".
     # A bark in a file's last 0.64 s is scored only when the file ends: it must count too.
+    # The bundled fusion takes the fine-tuned network's patch score, one per 0.96 s patch every
+    # 0.48 s: where it is sure and the CNN half-hears the zeros before the bark, the event
+    # starts up to a hop early (0.58-0.62 s here; models/MODEL_CARD.md, known failure modes).
     bark, rate = soundfile.read(CLEAN_BARK, dtype="float64")
     clip = np.concatenate([np.zeros(round(before_s * rate)), bark, np.zeros(round(after_s * rate))])
     document = analyze_file(_write(tmp_path, "bark.wav", clip), full_scale_db=100.0)
     onset, offset = before_s, before_s + bark.size / rate
     hits = [e for e in document["events"] if e["onset_s"] < offset and e["offset_s"] > onset]
     # the event threshold of the bundled dog head's fusion (0.95 for the CNN alone)
-    assert document["max_dog_score"] >= (DogHead.load().on_threshold or 0.95)
-    assert hits and abs(hits[0]["onset_s"] - onset) <= 0.25, document["events"]
+    assert document["max_dog_score"] >= (DogHead.load(ANALYZER_HEAD_PATH).on_threshold or 0.95)
+    assert hits and abs(hits[0]["onset_s"] - onset) <= 0.7, document["events"]
 
 
 def _random_model(seed: int, input_pool: int = 2) -> DogModel:

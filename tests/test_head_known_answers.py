@@ -12,6 +12,7 @@ import soundfile as sf
 
 from analyzer.detect import DogHead, step_head_scores
 from analyzer.detect.head import DEFAULT_HEAD_PATH
+from analyzer.detect.settings import DetectorSettings
 from analyzer.offline.analysis import analyze_file
 from training.head_data import Scorers
 from training.head_eval import spans_of
@@ -85,7 +86,9 @@ def test_barkwatch_analyze_finds_the_events_the_head_evaluation_scores(
         samples[int(at_s * SR) : int(at_s * SR) + bark.size] += bark
     path = tmp_path / "barks.wav"
     sf.write(path, samples, SR, subtype="FLOAT")
-    document = analyze_file(path, full_scale_db=100.0)
+    # the head under test (v4, the sensor's) rather than the analyzer's bundled v5-fused
+    document = analyze_file(path, full_scale_db=100.0,
+                            settings=DetectorSettings(head_path=str(DEFAULT_HEAD_PATH)))
     assert head.on_threshold is not None and head.off_threshold is not None
     expected = spans_of(fused_scores(scorers, head, samples), head.on_threshold,
                         head.off_threshold)  # fmt: skip

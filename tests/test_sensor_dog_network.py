@@ -33,8 +33,8 @@ V5_HEAD = Path(__file__).resolve().parents[1] / "models" / "dog_head.v5.npz"
 
 @pytest.fixture(scope="module")
 def head() -> DogHead:
-    """The head that builds events from the sensor's fine-tuned scores (``[detector]
-    head_path = "models/dog_head.v5.npz"``; the bundled default is still v4)."""
+    """The head that builds events from the sensor's fine-tuned scores alone (``[detector]
+    head_path = "models/dog_head.v5.npz"``; the bundled default fuses them with the CNN)."""
     return DogHead.load(V5_HEAD)
 
 
@@ -136,6 +136,20 @@ def test_the_fused_v5_head_finds_barks_30_m_away_and_not_a_cat_or_a_rooster() ->
     head = DogHead.load(V5_FUSED_HEAD)
     assert head.sensor_scores and head.kind == "logistic"
     assert events_of(head, bark_far_away(10.0)), "the barks 30 m away make an event"
-    for name in ("modsounds_cat_meow.flac", "modsounds_rooster.flac"):
+    for name in ("allison_vm_login_speech.flac", "modsounds_cat_meow.flac",
+                 "modsounds_rooster.flac"):
         assert events_of(head, in_the_street(clip(name))) == [], name
     assert events_of(head, clip("sonyc_street_ambience_01_027029.flac")) == []
+    t = np.arange(3 * RATE) / RATE
+    assert events_of(head, 0.3 * np.sin(2 * np.pi * 1000 * t)) == []
+    assert events_of(head, np.zeros(3 * RATE)) == []
+
+
+def test_the_analyzer_fuses_with_the_v5_head_unless_told_otherwise() -> None:
+    # issue 39: the bundled detector is the fused one; the sensor's own head (pd) stays v4
+    pipeline = DevicePipeline("dev-1", DetectorSettings())
+    assert pipeline.head.version == DogHead.load(V5_FUSED_HEAD).version
+    assert pipeline.head.sensor_scores and pipeline.head.kind == "logistic"
+    assert (pipeline.settings.on_threshold, pipeline.settings.off_threshold) == (0.9, 0.7)
+    samples = bark_far_away(10.0)
+    assert events_of(pipeline.head, samples) == events_of(DogHead.load(V5_FUSED_HEAD), samples)

@@ -12,6 +12,7 @@ from sensor.dog_head import (
     DEFAULT_HEAD_PATH,
     DEFAULT_VERSION,
     FUSION_KINDS,
+    MODELS_DIR,
     PATCH_S,
     STEP_S,
     DogHead,
@@ -20,5 +21,10 @@ from sensor.dog_head import (
     step_head_scores,
 )
 
-__all__ = ["DEFAULT_HEAD_PATH", "DEFAULT_VERSION", "FUSION_KINDS", "PATCH_S", "STEP_S", "DogHead",
-           "capped_by_yamnet", "logit", "step_head_scores"]
+# The head the analyzer fuses with when ``[detector] head_path`` is empty (issue 39): the
+# sensor's fine-tuned score (``dg``) and the CNN's in log-odds, events at 0.9 / 0.7
+# (models/MODEL_CARD.md). The sensor's own head (``DEFAULT_HEAD_PATH``, v4) still makes ``pd``.
+ANALYZER_HEAD_PATH = MODELS_DIR / "dog_head.v5-fused.npz"
+
+__all__ = ["ANALYZER_HEAD_PATH", "DEFAULT_HEAD_PATH", "DEFAULT_VERSION", "FUSION_KINDS",
+           "PATCH_S", "STEP_S", "DogHead", "capped_by_yamnet", "logit", "step_head_scores"]

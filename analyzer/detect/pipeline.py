@@ -27,7 +27,13 @@ import numpy as np
 
 from analyzer.detect.classifier import CentredMean, cached_model
 from analyzer.detect.events import BoutTracker, DogEvent, EventTracker, event_tracker
-from analyzer.detect.head import PATCH_S, DogHead, step_head_scores
+from analyzer.detect.head import (
+    ANALYZER_HEAD_PATH,
+    DEFAULT_HEAD_PATH,
+    PATCH_S,
+    DogHead,
+    step_head_scores,
+)
 from analyzer.detect.settings import DetectorSettings
 from sensor.dog_head import cached_head, head_version
 from sensor.wire import Frame
@@ -71,7 +77,7 @@ class DevicePipeline:
     def __init__(self, device_id: str, settings: DetectorSettings,
                  head: DogHead | None = None) -> None:  # fmt: skip
         self.device_id = device_id
-        self.head = head or cached_head(settings.head_path)
+        self.head = head or cached_head(settings.head_path or str(ANALYZER_HEAD_PATH))
         if self.head.on_threshold is not None and self.head.off_threshold is not None:
             # A trained fusion's scores have their own scale: the thresholds tuned with it.
             settings = replace(settings, on_threshold=self.head.on_threshold,
@@ -124,6 +130,12 @@ class DevicePipeline:
                 log.warning("device %s: the sensor runs dog head %s, this analyzer's is %s; "
                             "its patch scores are the sensor's", self.device_id, sensor_head,
                             self.head.version)  # fmt: skip
+            if (self.head.sensor_scores and len(frame.patch_head_scores)
+                    and frame.patch_dog_scores is None):
+                log.warning("device %s sends no fine-tuned dog score (dg: its sensor runs plain "
+                            "YAMNet): head %s fuses the sensor head's score (pd) instead, at "
+                            "thresholds chosen for dg; set [detector] head_path = %s for it",
+                            self.device_id, self.head.version, DEFAULT_HEAD_PATH)  # fmt: skip
         elif frame.model_versions != self._sensor_versions:
             log.warning("device %s: sensor networks changed from %s to %s", self.device_id,
                         self._sensor_versions, frame.model_versions)  # fmt: skip

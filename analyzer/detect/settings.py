@@ -22,8 +22,8 @@ class DetectorSettings:
         "frame says which one; empty = bundled"
     )
     head_path: str = setting(
-        "", "dog head file (.npz from barkwatch-train head); empty = bundled, else YAMNet's own "
-        "dog classes"
+        "", "dog head file (.npz from barkwatch-train head); empty = bundled "
+        "(models/dog_head.v5-fused.npz: the sensor's fine-tuned score fused with the CNN)"
     )
     smoothing_s: float = setting(
         0.1, "centred moving average of step scores, s (adds half of it to the delay)", 0.0, 2.0
