@@ -711,18 +711,25 @@ def test_a_grown_journal_is_rewritten_by_the_running_analyzer_and_resumes_the_sa
     assert [seq for seq, _ in saved.stored] == list(range(7))
 
 
+def _sited_config(services: Services, tmp_path: Path, journal: Path,
+                  devices: tuple[str, ...]) -> AnalyzerConfig:
+    """The analyzer's configuration with ``journal`` and an installation record for each of
+    ``devices`` (the dog 8 m from the sensor, 12 m from the boundary)."""
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    for device in devices:
+        (sites / f"{device}.toml").write_text(site_template(
+            device, source_to_sensor_m=8.0, source_to_boundary_m=12.0))
+    return dataclasses.replace(_config(services, journal), sites_dir=str(sites))
+
+
 def test_a_restarted_analyzer_with_installation_records_stores_the_same_events_and_audibility(
     services: Services, excerpt_20s: Path, tmp_path: Path,
 ) -> None:
     # The assessor's journalled recent spectra and background decide each event's level at
     # 100 ft and audibility: a restart in the middle of an event must not change them.
-    sites = tmp_path / "sites"
-    sites.mkdir()
-    for device in ("au-whole", "au-split"):
-        (sites / f"{device}.toml").write_text(site_template(
-            device, source_to_sensor_m=8.0, source_to_boundary_m=12.0))
-    config = dataclasses.replace(_config(services, tmp_path / "journal.sqlite"),
-                                 sites_dir=str(sites))
+    config = _sited_config(services, tmp_path, tmp_path / "journal.sqlite",
+                           ("au-whole", "au-split"))
     client = InfluxClient(InfluxSettings(url=services.influx.url))
 
     def frames_of(device: str) -> list[bytes]:
@@ -750,13 +757,8 @@ def test_a_restarted_analyzer_with_installation_records_stores_the_same_events_a
 def test_a_killed_analyzer_feeds_the_frames_since_the_checkpoint_again_and_stores_them_once(
     services: Services, excerpt_20s: Path, tmp_path: Path,
 ) -> None:
-    sites = tmp_path / "sites"
-    sites.mkdir()
-    for device in ("k-whole", "k-split"):
-        (sites / f"{device}.toml").write_text(site_template(
-            device, source_to_sensor_m=8.0, source_to_boundary_m=12.0))
     path = tmp_path / "journal"
-    config = dataclasses.replace(_config(services, path), sites_dir=str(sites))
+    config = _sited_config(services, tmp_path, path, ("k-whole", "k-split"))
     client = InfluxClient(InfluxSettings(url=services.influx.url))
 
     def frames_of(device: str) -> list[bytes]:
