@@ -34,6 +34,8 @@ a veto), ``shipped@ON/OFF`` (the bundled head at stricter event thresholds); and
 ``shipped``, ``shipped@ON/OFF`` and ``fused 0.5/0.5@0.9/0.7`` with bout context
 (``BASE+bout ON/OFF Cs xK``: :class:`analyzer.detect.events.BoutTracker`, candidates at ON / OFF
 are events within C s of an event or among K candidates; ``x-`` only near an event).
+``cut F`` is the shipped head with each event cut to its steps where the CNN's own score reaches
+F (``[detector] span_cnn_floor``; ``cut 0`` is the shipped head as it is).
 ``--detectors A,B`` judges only the detectors whose names start so. ``--frames-cache DIR``
 keeps each scene's measured frames, so a second run with the same seed and clips judges at
 once.
@@ -97,6 +99,8 @@ BOUT_GAP_S = 60.0  # barks closer than this belong to one bout (issue 39)
 TUNED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7), (0.95, 0.8))
 FUSED_WEIGHTS = ((0.5, 0.5), (0.35, 0.65))  # (A on the CNN, B on the fine-tuned score)
 FUSED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7))
+# the shipped head with its events cut to the steps where the CNN reaches the floor (0: uncut)
+CUT_FLOORS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
 BOUT_BASES = ("shipped", "fused 0.5/0.5@0.9/0.7", "shipped@0.98/0.75", "shipped@0.99/0.75")
 SHIPPED_THRESHOLDS = ((0.98, 0.75), (0.99, 0.75))  # the bundled head, stricter
 BOUT_THRESHOLDS = ((0.8, 0.6), (0.7, 0.5), (0.5, 0.3))  # a candidate's on / off
@@ -244,6 +248,9 @@ def detectors() -> dict[str, tuple[DogHead, DetectorSettings, bool]]:
     for on, off in SHIPPED_THRESHOLDS:
         out[f"shipped@{on:g}/{off:g}"] = (dataclasses.replace(
             out["shipped"][0], on_threshold=on, off_threshold=off), plain, False)
+    for floor in CUT_FLOORS:
+        out[f"cut {floor:g}"] = (out["shipped"][0],
+                                 dataclasses.replace(plain, span_cnn_floor=floor), False)
     for base in BOUT_BASES:
         head, settings, cnn_only = out[base]
         for b_on, b_off in BOUT_THRESHOLDS:

@@ -124,3 +124,94 @@ def test_reorder_buffer_gives_up_on_a_missing_frame_beyond_its_window() -> None:
         released += [f.seq for f in buffer.push(frame)]
     assert released == [0, 2, 3, 4]
     assert buffer.skipped == 1
+
+
+def _reference_cut(scores: np.ndarray, core: np.ndarray, laeq: np.ndarray, laf: np.ndarray,
+                   gap_steps: float, min_steps: float
+                   ) -> list[tuple[int, int, float, float]]:  # fmt: skip
+    """Brute force for ``span_cnn_floor``: the events of :func:`_reference_spans` (on 0.75, off
+    0.5), each made of the steps of its runs that reached the on threshold; cut to its first
+    and last core step among them (uncut when none), levels over its steps in the cut, then
+    the short dropped. (start step, end step, LAeq, LAFmax)."""
+    runs: list[tuple[int, int]] = []
+    i = 0
+    while i < scores.size:
+        if scores[i] < 0.5:
+            i += 1
+            continue
+        j = i
+        while j < scores.size and scores[j] >= 0.5:
+            j += 1
+        if scores[i:j].max() >= 0.75:
+            runs.append((i, j))
+        i = j
+    groups: list[list[tuple[int, int]]] = []
+    for run in runs:
+        if groups and run[0] - groups[-1][-1][1] < gap_steps:
+            groups[-1].append(run)
+        else:
+            groups.append([run])
+    out = []
+    for group in groups:
+        steps = [k for a, b in group for k in range(a, b)]
+        marked = [k for k in steps if core[k]]
+        if marked:
+            steps = [k for k in steps if marked[0] <= k <= marked[-1]]
+            start, end = marked[0], marked[-1] + 1
+        else:
+            start, end = group[0][0], group[-1][1]
+        if end - start < min_steps:
+            continue
+        energy = float(np.mean(10.0 ** (laeq[steps] / 10.0)))
+        out.append((start, end, round(10.0 * np.log10(energy), 2),
+                    round(float(laf[steps].max()), 2)))
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    levels=st.lists(st.integers(0, 4), min_size=1, max_size=120),
+    marks=st.lists(st.booleans(), min_size=120, max_size=120),
+    loud=st.lists(st.integers(40, 90), min_size=120, max_size=120),
+    cuts=st.lists(st.integers(1, 119), max_size=6),
+    gap_steps=st.integers(0, 6),
+    min_steps=st.integers(0, 4),
+)
+def test_events_cut_to_their_core_equal_a_brute_force_reference(
+    levels: list[int], marks: list[bool], loud: list[int], cuts: list[int], gap_steps: int,
+    min_steps: int,
+) -> None:
+    scores = np.array(levels, dtype=np.float64) / 4.0
+    n = scores.size
+    core = np.array(marks[:n])
+    laeq = np.array(loud[:n], dtype=np.float64)
+    laf = laeq + 1.5
+    config = DetectorSettings(on_threshold=0.75, off_threshold=0.5, merge_gap_s=gap_steps * HOP_S,
+                              min_duration_s=min_steps * HOP_S)  # fmt: skip
+    tracker = EventTracker("dev-1", config, "test")
+    events = []
+    bounds = [0, *sorted(c for c in set(cuts) if c < n), n]
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        events += tracker.feed(a * HOP_NS, HOP_S, scores[a:b], laeq[a:b], laf[a:b], core[a:b])
+    events += tracker.flush()
+    got = [(e.onset_ns // HOP_NS, e.offset_ns // HOP_NS, e.laeq_db, e.lafmax_db)
+           for e in events]
+    assert got == _reference_cut(scores, core, laeq, laf, gap_steps, min_steps - 1e-6)
+
+
+def test_a_fused_event_is_cut_to_where_the_cnn_hears_the_bark() -> None:
+    # The fused score stays high over the fine-tuned network's whole patch (steps 0-47); the
+    # CNN reaches the floor only over the bark (steps 20-34): the event is the bark's.
+    scores = np.full(60, 0.1)
+    scores[0:48] = 0.95
+    cnn = np.full(60, 0.02)
+    cnn[20:35] = 0.8
+    laeq = np.where(cnn > 0.5, 70.0, 40.0)
+    tracker = EventTracker("dev-1", DetectorSettings(on_threshold=0.9, off_threshold=0.7), "t")
+    (event,) = (tracker.feed(0, HOP_S, scores, laeq, laeq + 3.0, cnn >= 0.1)
+                + tracker.flush())
+    assert (event.onset_ns, event.offset_ns) == (20 * HOP_NS, 35 * HOP_NS)
+    assert (event.laeq_db, event.lafmax_db) == (70.0, 73.0)
+    uncut = EventTracker("dev-1", DetectorSettings(on_threshold=0.9, off_threshold=0.7), "t")
+    (whole,) = uncut.feed(0, HOP_S, scores, laeq, laeq + 3.0) + uncut.flush()
+    assert (whole.onset_ns, whole.offset_ns) == (0, 48 * HOP_NS) and whole.laeq_db < 66.0

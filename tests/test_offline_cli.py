@@ -150,8 +150,8 @@ def test_a_phone_recording_in_aac_gives_the_events_of_the_original(
 ) -> None:
     # libsndfile cannot read AAC; FFmpeg (PyAV) decodes it. Lossy coding and the encoder's
     # priming delay (about 0.1 s at 16 kHz) may move events a little, never add or drop one.
-    # An end moves more than an onset (the fused detector's off-threshold is crossed on a
-    # bark's decaying tail: 5.94 -> 6.24 s here), and the event's LAeq with it (1.3 dB).
+    # An end moves more than an onset (the fused detector's end on a bark's decaying tail:
+    # 5.94 -> 6.18 s here), and the event's LAeq with it (1.1 dB).
     m4a = tmp_path / "voice memo.m4a"
     _encode(_excerpt_at(barks_20s, 16000), 16000, "aac", m4a)
     original = original_analysis
@@ -212,7 +212,10 @@ def test_a_recording_at_an_unsupported_rate_is_resampled_and_gives_the_same_onse
     document = json.loads(result.stdout)
     assert (document["file_sample_rate"], document["sample_rate"]) == (rate, 16000)
     assert len(original["events"]) >= 2
-    tolerance = 0.1 if kind == "mp3" else 0.04  # an MP3 encoder's padding may shift a little
+    # An MP3 encoder's padding may shift a little. At 8 kHz the bands over 4 kHz are gone, and
+    # the CNN's own score, which an event is cut to (span_cnn_floor), may reach the floor a few
+    # steps later in a bark (12.64 -> 12.88 s for the third event here).
+    tolerance = {"mp3": 0.1, "wav": 0.25 if rate == 8000 else 0.04}[kind]
     # Every event of the original has its twin in the copy (the band-limited 8 kHz copy may
     # split a long bark where the original does not, so it may hold more). Onsets are whole
     # 20 ms steps: 1e-9 absorbs their float sums.

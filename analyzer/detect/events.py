@@ -50,21 +50,67 @@ class DogEvent:
 
 
 @dataclass
+class _Span:
+    """Energy, step count and LAFmax of a stretch of steps (equal step lengths)."""
+
+    energy_sum: float = 0.0  # sum of 10**(LAeq/10) over steps
+    steps: int = 0
+    lafmax_db: float = -np.inf
+
+    def add(self, energy: float, steps: int, lafmax_db: float) -> None:
+        self.energy_sum += energy
+        self.steps += steps
+        self.lafmax_db = max(self.lafmax_db, lafmax_db)
+
+    def take(self, other: _Span) -> None:
+        self.add(other.energy_sum, other.steps, other.lafmax_db)
+
+
+@dataclass
 class _Open:
+    """A run of steps. With a core (``DetectorSettings.span_cnn_floor``: steps where the CNN's
+    own score reaches the floor) its steps are kept as three stretches: ``lead`` before the
+    first core step, ``core`` from the first to the last core step, ``tail`` after it; the
+    event is then the core's extent and levels (:meth:`EventTracker._emit`)."""
+
     onset_ns: int
     offset_ns: int
     peak_score: float
     energy_sum: float  # sum of 10**(LAeq/10) over steps (equal step lengths)
     steps: int
     lafmax_db: float
+    core_onset_ns: int | None = None
+    core_offset_ns: int = 0
+    lead: _Span | None = None
+    core: _Span | None = None
+    tail: _Span | None = None
 
-    def add(self, t1_ns: int, score: float, laeq_db: float, laf_db: float) -> None:
-        """Extend by one step ending at ``t1_ns``."""
+    def add(self, t1_ns: int, score: float, laeq_db: float, laf_db: float,
+            core: bool = False, hop_ns: int = 0) -> None:
+        """Extend by one step ending at ``t1_ns`` (a core step when ``core``)."""
         self.offset_ns = t1_ns
         self.peak_score = max(self.peak_score, score)
-        self.energy_sum += 10.0 ** (laeq_db / 10.0)
+        energy = 10.0 ** (laeq_db / 10.0)
+        self.energy_sum += energy
         self.steps += 1
         self.lafmax_db = max(self.lafmax_db, laf_db)
+        if core:
+            self._core_step(t1_ns - hop_ns, t1_ns, _Span(energy, 1, laf_db))
+        elif self.core is None:
+            self.lead = self.lead or _Span()
+            self.lead.add(energy, 1, laf_db)
+        else:
+            self.tail = self.tail or _Span()
+            self.tail.add(energy, 1, laf_db)
+
+    def _core_step(self, t0_ns: int, t1_ns: int, step: _Span) -> None:
+        if self.core is None:
+            self.core, self.core_onset_ns = _Span(), t0_ns
+        elif self.tail is not None:
+            self.core.take(self.tail)
+        self.tail = None
+        self.core.take(step)
+        self.core_offset_ns = t1_ns
 
     def absorb(self, other: _Open) -> None:
         """Take in a later run of steps (a merge)."""
@@ -73,14 +119,54 @@ class _Open:
         self.energy_sum += other.energy_sum
         self.steps += other.steps
         self.lafmax_db = max(self.lafmax_db, other.lafmax_db)
+        before = self.tail if self.core is not None else self.lead
+        if other.core is None:
+            if other.lead is not None:
+                if before is None:
+                    before = _Span()
+                before.take(other.lead)
+            if self.core is not None:
+                self.tail = before
+            else:
+                self.lead = before
+            return
+        if self.core is None:  # the merged core is the later run's
+            lead = self.lead or _Span()
+            if other.lead is not None:
+                lead.take(other.lead)
+            self.lead, self.core = lead, other.core
+            self.core_onset_ns, self.core_offset_ns = other.core_onset_ns, other.core_offset_ns
+            self.tail = other.tail
+            return
+        for part in (self.tail, other.lead, other.core):
+            if part is not None:
+                self.core.take(part)
+        self.core_offset_ns, self.tail = other.core_offset_ns, other.tail
 
 
 def _run_of(start_ns: int, hop_ns: int, scores: np.ndarray, laeq_db: np.ndarray,
-            laf_db: np.ndarray) -> _Open:  # fmt: skip
-    """The steps given, as one run starting at ``start_ns``."""
-    return _Open(start_ns, start_ns + scores.size * hop_ns, float(scores.max()),
-                 float(np.sum(10.0 ** (laeq_db / 10.0))), int(scores.size),
-                 float(laf_db.max()))  # fmt: skip
+            laf_db: np.ndarray, core: np.ndarray | None = None) -> _Open:  # fmt: skip
+    """The steps given, as one run starting at ``start_ns`` (``core``: which are core steps)."""
+    run = _Open(start_ns, start_ns + scores.size * hop_ns, float(scores.max()),
+                float(np.sum(10.0 ** (laeq_db / 10.0))), int(scores.size),
+                float(laf_db.max()))  # fmt: skip
+    if core is None:
+        return run
+    energy = 10.0 ** (np.asarray(laeq_db, np.float64) / 10.0)
+    marked = np.flatnonzero(core)
+
+    def span(a: int, b: int) -> _Span | None:
+        return None if b <= a else _Span(float(energy[a:b].sum()), b - a,
+                                         float(np.max(laf_db[a:b])))
+
+    if marked.size == 0:
+        run.lead = span(0, scores.size)
+        return run
+    first, last = int(marked[0]), int(marked[-1]) + 1
+    run.lead, run.core, run.tail = span(0, first), span(first, last), span(last, scores.size)
+    run.core_onset_ns = start_ns + first * hop_ns
+    run.core_offset_ns = start_ns + last * hop_ns
+    return run
 
 
 class EventTracker:
@@ -101,8 +187,11 @@ class EventTracker:
         scores: np.ndarray,
         laeq_db: np.ndarray,
         laf_db: np.ndarray,
+        core: np.ndarray | None = None,
     ) -> list[DogEvent]:
-        """Consume consecutive steps starting at ``start_ns``; return events that ended."""
+        """Consume consecutive steps starting at ``start_ns``; return events that ended.
+        ``core`` (per step, optional): the steps an event's extent and levels are cut to
+        (:class:`_Open`); an event without a core step keeps its whole extent."""
         done: list[DogEvent] = []
         hop_ns = round(hop_s * 1e9)
         s = self.settings
@@ -110,22 +199,25 @@ class EventTracker:
         if scores.size == 0:
             return done
         if self._current is None and self._held is None and not np.any(scores >= s.on_threshold):
-            self._follow_rising(start_ns, hop_ns, scores, laeq_db, laf_db)
+            self._follow_rising(start_ns, hop_ns, scores, laeq_db, laf_db, core)
             return done  # nothing open and nothing opens: the common case, without a loop
         gap_ns = s.merge_gap_s * 1e9
         for i, score in enumerate(scores):
             t0 = start_ns + i * hop_ns
             t1 = t0 + hop_ns
+            is_core = core is not None and bool(core[i])
             if self._current is not None:
                 if score < s.off_threshold:
                     self._held, self._current = self._current, None
                 else:
-                    self._current.add(t1, float(score), float(laeq_db[i]), float(laf_db[i]))
+                    self._current.add(t1, float(score), float(laeq_db[i]), float(laf_db[i]),
+                                      is_core, hop_ns)
                 continue
             if score >= s.off_threshold:
                 if self._rising is None:
                     self._rising = _Open(t0, t0, 0.0, 0.0, 0, -np.inf)
-                self._rising.add(t1, float(score), float(laeq_db[i]), float(laf_db[i]))
+                self._rising.add(t1, float(score), float(laeq_db[i]), float(laf_db[i]),
+                                 is_core, hop_ns)
             else:
                 self._rising = None
             held = self._held
@@ -144,7 +236,7 @@ class EventTracker:
         return done
 
     def _follow_rising(self, start_ns: int, hop_ns: int, scores: np.ndarray, laeq_db: np.ndarray,
-                       laf_db: np.ndarray) -> None:  # fmt: skip
+                       laf_db: np.ndarray, core: np.ndarray | None = None) -> None:  # fmt: skip
         """Keep the run of steps above the off threshold that ends these steps (none reach
         the on threshold): an event that opens later starts where that run began."""
         below = np.flatnonzero(scores < self.settings.off_threshold)
@@ -153,7 +245,7 @@ class EventTracker:
             self._rising = None
             return
         run = _run_of(start_ns + first * hop_ns, hop_ns, scores[first:], laeq_db[first:],
-                      laf_db[first:])  # fmt: skip
+                      laf_db[first:], None if core is None else core[first:])  # fmt: skip
         if first == 0 and self._rising is not None:
             self._rising.absorb(run)
         else:
@@ -176,20 +268,22 @@ class EventTracker:
         return done
 
     def _emit(self, event: _Open) -> list[DogEvent]:
-        if (
-            event.steps == 0
-            or event.offset_ns - event.onset_ns < self.settings.min_duration_s * 1e9
-        ):
+        onset, offset = event.onset_ns, event.offset_ns
+        energy, steps, lafmax = event.energy_sum, event.steps, event.lafmax_db
+        if event.core is not None and event.core_onset_ns is not None:  # cut to the core
+            onset, offset = event.core_onset_ns, event.core_offset_ns
+            energy, steps, lafmax = event.core.energy_sum, event.core.steps, event.core.lafmax_db
+        if steps == 0 or offset - onset < self.settings.min_duration_s * 1e9:
             return []
         return [
             DogEvent(
                 device_id=self.device_id,
-                onset_ns=event.onset_ns,
-                offset_ns=event.offset_ns,
+                onset_ns=onset,
+                offset_ns=offset,
                 label="dog",
                 confidence=round(event.peak_score, 4),
-                laeq_db=round(float(10.0 * np.log10(event.energy_sum / event.steps)), 2),
-                lafmax_db=round(event.lafmax_db, 2),
+                laeq_db=round(float(10.0 * np.log10(energy / steps)), 2),
+                lafmax_db=round(lafmax, 2),
                 model_version=self.model_version,
             )
         ]
@@ -222,9 +316,10 @@ class BoutTracker:
         self._chain_end_ns: int | None = None  # where the current chain's last candidate ended
 
     def feed(self, start_ns: int, hop_s: float, scores: np.ndarray, laeq_db: np.ndarray,
-             laf_db: np.ndarray) -> list[DogEvent]:  # fmt: skip
+             laf_db: np.ndarray, core: np.ndarray | None = None) -> list[DogEvent]:  # fmt: skip
         """Consume consecutive steps (as :meth:`EventTracker.feed`); return confirmed events."""
-        return self._chained(self._candidates.feed(start_ns, hop_s, scores, laeq_db, laf_db))
+        return self._chained(self._candidates.feed(start_ns, hop_s, scores, laeq_db, laf_db,
+                                                   core))
 
     def pending_onset_ns(self) -> int | None:
         """The earliest onset of a candidate still held or open (None: none)."""

@@ -191,8 +191,10 @@ class DevicePipeline:
         starts_s = (self._patch_starts_ns - self._scores_ns) / 1e9
         head = step_head_scores(starts_s, self._patch_scores, n, self._hop_ns / 1e9, PATCH_S)
         fused = self.head.fuse(cnn, head)
+        floor = self.settings.span_cnn_floor
         events = self.tracker.feed(
-            self._scores_ns, self._hop_ns / 1e9, fused, self._laeq[:n], self._laf[:n]
+            self._scores_ns, self._hop_ns / 1e9, fused, self._laeq[:n], self._laf[:n],
+            cnn >= floor if floor > 0 else None
         )
         self._laeq, self._laf = self._laeq[n:], self._laf[n:]
         self._scores_ns += n * self._hop_ns

@@ -39,6 +39,11 @@ class DetectorSettings:
     off_threshold: float = setting(
         0.75, "an event spans the steps around it scoring at least this", 0.0, 1.0
     )
+    span_cnn_floor: float = setting(
+        0.2, "an event's extent and levels are cut to its steps where the CNN's own score "
+        "reaches this (its onsets and ends, 20 ms); an event with none keeps its whole extent; "
+        "0 = off", 0.0, 1.0
+    )
     min_duration_s: float = setting(0.1, "shortest event kept, s", 0.0, 10.0)
     merge_gap_s: float = setting(0.5, "events closer than this merge, s", 0.0, 30.0)
     bout_context_s: float = setting(
