@@ -27,6 +27,11 @@ licence are written to the JSON.
 3. Cost on one core at 48 kHz: CPU seconds per second of audio of :func:`estimate_bearing`
    on one-second stretches (the worst case: every second a dog stretch).
 
+``--compare FIELD=VALUE ...`` runs parts 1-3 a second time with those :class:`DoaOptions`
+fields changed, on the very same mixes (the draws do not depend on the estimate), and writes
+its figures under each board's ``compare``: a change of the defaults measured on identical
+stretches.
+
     .venv/bin/python benchmarks/bearing_sim.py --out docs/experiments/bearing_sim.json
 
 Deterministic for a seed; a benchmark, not a test (a few minutes on one core).
@@ -39,6 +44,7 @@ from single_thread import ROOT  # first: one BLAS thread before numpy loads
 # isort: on
 import argparse  # noqa: E402
 import csv  # noqa: E402
+import dataclasses  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import math  # noqa: E402
@@ -65,7 +71,14 @@ from analyzer.acoustics.attribution import (  # noqa: E402
     classify_bearing,
 )
 from sensor.array import ArraySettings  # noqa: E402
-from sensor.doa import DOG_BAND_HZ, DoaPlan, estimate_bearing, plan_doa  # noqa: E402
+from sensor.doa import (  # noqa: E402
+    DOG_BAND_HZ,
+    Bearing,
+    DoaOptions,
+    DoaPlan,
+    estimate_bearing,
+    plan_doa,
+)
 
 log = logging.getLogger("bearing_sim")
 RATE = 48_000
@@ -182,13 +195,14 @@ def through_room(capsules: np.ndarray, position: np.ndarray, signal: np.ndarray)
 class Site:
     board: str
     array: ArraySettings
-    plan: DoaPlan
+    plans: dict[str, DoaPlan]  # "defaults", and "compare" with --compare
     centre: np.ndarray
     capsules: np.ndarray
     ambience: np.ndarray  # (samples, capsules): the street through the room
 
 
-def make_site(board: str, rng: np.random.Generator, ambience_s: float) -> Site:
+def make_site(board: str, rng: np.random.Generator, ambience_s: float,
+              compare: DoaOptions | None = None) -> Site:
     array = ArraySettings(preset=board, orientation_deg=float(rng.uniform(0.0, 360.0)))
     facade_m = float(rng.uniform(3.0, 5.0))
     centre = np.array([ROOM_M[0] / 2, ROOM_M[1] - facade_m, ARRAY_HEIGHT_M])
@@ -204,7 +218,10 @@ def make_site(board: str, rng: np.random.Generator, ambience_s: float) -> Site:
         position[:2] = np.clip(position[:2], 1.0, np.array(ROOM_M[:2]) - 1.0)
         heard = through_room(capsules, position, street)[:length]
         total[: heard.shape[0]] += heard / np.sqrt(np.mean(band(heard[:, 0]) ** 2))
-    return Site(board, array, plan_doa(array, RATE), centre, capsules, total)
+    plans = {"defaults": plan_doa(array, RATE)}
+    if compare is not None:
+        plans["compare"] = plan_doa(array, RATE, compare)
+    return Site(board, array, plans, centre, capsules, total)
 
 
 def dog_stretch(site: Site, clip: Clip, bearing_deg: float, distance_m: float) -> np.ndarray:
@@ -238,66 +255,86 @@ def summarise(errors: list[float | None], inside: list[bool]) -> dict[str, objec
         "median_error_deg": round(float(np.median(found)), 2) if found else None,
         "p90_error_deg": round(float(np.percentile(found, 90)), 2) if found else None,
         "error_inside_uncertainty_share": round(float(np.mean(inside)), 3) if inside else None,
+        # each stretch's, in the clips' order (null: no bearing), to compare runs pairwise
+        "errors_deg": [None if e is None else round(e, 2) for e in errors],
     }
 
 
+def estimates(site: Site, audio: np.ndarray) -> dict[str, Bearing]:
+    """The stretch's bearing by each of the site's plans."""
+    return {name: estimate_bearing(audio, plan) for name, plan in site.plans.items()}
+
+
 def bearing_errors(site: Site, clips: list[Clip], rng: np.random.Generator
-                   ) -> dict[str, dict[str, object]]:
-    errors: dict[float, list[float | None]] = {snr: [] for snr in SNRS_DB}
-    inside: dict[float, list[bool]] = {snr: [] for snr in SNRS_DB}
+                   ) -> dict[str, dict[str, dict[str, object]]]:
+    """Part 1 for each of the site's plans: {plan: {SNR: figures}}."""
+    errors = {name: {snr: [] for snr in SNRS_DB} for name in site.plans}
+    inside = {name: {snr: [] for snr in SNRS_DB} for name in site.plans}
     for clip in clips:
         bearing = float(rng.uniform(100.0, 260.0))
         dog = dog_stretch(site, clip, bearing, float(rng.uniform(10.0, 60.0)))
         for snr in SNRS_DB:
-            estimate = estimate_bearing(mix(site, dog, snr, rng), site.plan)
-            if estimate.bearing_deg is None:
-                errors[snr].append(None)
-                continue
-            error = error_deg(estimate.bearing_deg, bearing)
-            errors[snr].append(error)
-            inside[snr].append(error <= (estimate.uncertainty_deg or 0.0))
-    return {f"{snr:g}": summarise(errors[snr], inside[snr]) for snr in SNRS_DB}
+            for name, estimate in estimates(site, mix(site, dog, snr, rng)).items():
+                if estimate.bearing_deg is None:
+                    errors[name][snr].append(None)
+                    continue
+                error = error_deg(estimate.bearing_deg, bearing)
+                errors[name][snr].append(error)
+                inside[name][snr].append(error <= (estimate.uncertainty_deg or 0.0))
+    return {name: {f"{snr:g}": summarise(errors[name][snr], inside[name][snr])
+                   for snr in SNRS_DB} for name in site.plans}
+
+
+def pair_figures(sector: PremisesSector, a: float, b: float, events: int,
+                 found: list[Bearing]) -> dict[str, object]:
+    """Part 2's figures for one separation from its events' bearings (A's at even indices,
+    B's at odd)."""
+    right = total = 0
+    a_origins = dict.fromkeys((PREMISES, NO_BEARING, ELSEWHERE), 0)
+    b_origins = dict.fromkeys((PREMISES, NO_BEARING, ELSEWHERE), 0)
+    for k, estimate in enumerate(found):
+        own, other, origins = (a, b, a_origins) if k % 2 == 0 else (b, a, b_origins)
+        origins[classify_bearing(sector, estimate.bearing_deg, estimate.uncertainty_deg)] += 1
+        if estimate.bearing_deg is None:
+            continue
+        total += 1
+        right += error_deg(estimate.bearing_deg, own) < error_deg(estimate.bearing_deg, other)
+    return {
+        "events": events,
+        "snr_db_range": [0.0, 20.0],
+        "with_bearing": total,
+        "right_dog_share": round(right / max(1, total), 3),
+        "dog_a_in_sector": a_origins,
+        "dog_b_outside_sector": b_origins,
+        "sector_half_width_deg": (b - a) / 2.0,
+    }
 
 
 def two_dogs(site: Site, clips: list[Clip], events: int, rng: np.random.Generator
-             ) -> dict[str, dict[str, object]]:
-    results = {}
+             ) -> dict[str, dict[str, dict[str, object]]]:
+    """Part 2 for each of the site's plans: {plan: {separation: figures}}."""
+    results: dict[str, dict[str, dict[str, object]]] = {name: {} for name in site.plans}
     for separation in SEPARATIONS_DEG:
         a = float(rng.uniform(100.0, 260.0 - separation))
         b = a + separation
         sector = PremisesSector(a, separation / 2.0, 20.0)
-        right = total = 0
-        a_origins = dict.fromkeys((PREMISES, NO_BEARING, ELSEWHERE), 0)
-        b_origins = dict.fromkeys((PREMISES, NO_BEARING, ELSEWHERE), 0)
-        snrs = []
+        found: dict[str, list[Bearing]] = {name: [] for name in site.plans}
         for k in range(events):
-            own, other, origins = (a, b, a_origins) if k % 2 == 0 else (b, a, b_origins)
+            own = a if k % 2 == 0 else b
             clip = clips[int(rng.integers(len(clips)))]
             dog = dog_stretch(site, clip, own, float(rng.uniform(10.0, 60.0)))
             snr = float(rng.uniform(0.0, 20.0))
-            snrs.append(snr)
-            estimate = estimate_bearing(mix(site, dog, snr, rng), site.plan)
-            origins[classify_bearing(sector, estimate.bearing_deg,
-                                     estimate.uncertainty_deg)] += 1
-            if estimate.bearing_deg is None:
-                continue
-            total += 1
-            right += error_deg(estimate.bearing_deg, own) < error_deg(estimate.bearing_deg, other)
-        results[f"{separation:g}"] = {
-            "events": events,
-            "snr_db_range": [0.0, 20.0],
-            "with_bearing": total,
-            "right_dog_share": round(right / max(1, total), 3),
-            "dog_a_in_sector": a_origins,
-            "dog_b_outside_sector": b_origins,
-            "sector_half_width_deg": separation / 2.0,
-        }
+            for name, estimate in estimates(site, mix(site, dog, snr, rng)).items():
+                found[name].append(estimate)
+        for name in site.plans:
+            results[name][f"{separation:g}"] = pair_figures(sector, a, b, events, found[name])
     return results
 
 
-def cost(board: str, seconds: int, repeats: int) -> dict[str, object]:
+def cost(board: str, seconds: int, repeats: int, options: DoaOptions | None = None
+         ) -> dict[str, object]:
     array = ArraySettings(preset=board)
-    plan = plan_doa(array, RATE)
+    plan = plan_doa(array, RATE, options)
     rng = np.random.default_rng(0)
     # 8 input channels as the boards deliver them; the content does not change the cost
     audio = rng.standard_normal((seconds * RATE, 8)).astype(np.float32)
@@ -312,6 +349,22 @@ def cost(board: str, seconds: int, repeats: int) -> dict[str, object]:
             "pairs": int(len(plan.pairs)), "bins": int(len(plan.bins)), "nfft": plan.nfft}
 
 
+def options_changed(words: list[str]) -> dict[str, object]:
+    """``FIELD=VALUE`` words (VALUE in JSON: 0.05, 2, false, "rise") as DoaOptions changes."""
+    fields = {f.name for f in dataclasses.fields(DoaOptions)}
+    changes: dict[str, object] = {}
+    for word in words:
+        key, equals, value = word.partition("=")
+        if key not in fields or not equals:
+            raise SystemExit(f"{word!r}: not FIELD=VALUE with a field of DoaOptions "
+                             f"({', '.join(sorted(fields))})")
+        try:
+            changes[key] = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"{word!r}: the value is not JSON ({exc})") from exc
+    return changes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--barks", type=int, default=40, help="bark clips per board (40)")
@@ -321,9 +374,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--boards", nargs="+", choices=BOARDS_KNOWN, default=list(BOARDS),
                         help="array presets to simulate (default: %(default)s)")
+    parser.add_argument("--compare", nargs="+", metavar="FIELD=VALUE",
+                        help="also run with these DoaOptions fields changed, on the same mixes")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    changes = options_changed(args.compare) if args.compare else None
+    compare = dataclasses.replace(DoaOptions(), **changes) if changes is not None else None
     rng = np.random.default_rng(args.seed)
     started = time.monotonic()
     load_before = os.getloadavg()
@@ -349,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     boards: dict[str, object] = {}
     for board in args.boards:
-        site = make_site(board, rng, ambience_s=30.0)
+        site = make_site(board, rng, ambience_s=30.0, compare=compare)
         log.info("%s: +x towards %.0f deg", board, site.array.orientation_deg)
         by_snr = bearing_errors(site, clips, rng)
         log.info("%s bearing error by SNR: %s", board, json.dumps(by_snr))
@@ -358,7 +415,14 @@ def main(argv: list[str] | None = None) -> int:
         figures = cost(board, args.cost_seconds, 3)
         log.info("%s cost: %s", board, figures)
         boards[board] = {"orientation_deg": round(site.array.orientation_deg, 1),
-                         "bearing_error_by_snr_db": by_snr, "two_dogs": pairs, "cost": figures}
+                         "bearing_error_by_snr_db": by_snr["defaults"],
+                         "two_dogs": pairs["defaults"], "cost": figures}
+        if compare is not None:
+            compared = cost(board, args.cost_seconds, 3, compare)
+            log.info("%s cost, compared: %s", board, compared)
+            boards[board]["compare"] = {  # type: ignore[index]
+                "options": changes, "bearing_error_by_snr_db": by_snr["compare"],
+                "two_dogs": pairs["compare"], "cost": compared}
     results["boards"] = boards
     results["load_average_before"] = [round(x, 2) for x in load_before]
     results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
