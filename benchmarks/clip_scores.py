@@ -39,6 +39,7 @@ from analyzer.detect.settings import DetectorSettings  # noqa: E402
 from sensor.frames import frames_from_samples  # noqa: E402
 from sensor.wire import decode_frame, encode_frame  # noqa: E402
 from training.corpus import RATE, load_audio  # noqa: E402
+from training.finetune import held_out_sources  # noqa: E402
 from training.head_data import CorpusClip, is_background, read_corpora  # noqa: E402
 from training.head_eval import clip_figures  # noqa: E402
 
@@ -84,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
-        held = set(json.loads(args.held_out.read_text())["held_out_sources"])
-    except (OSError, ValueError, KeyError) as error:
-        parser.error(f"--held-out {args.held_out}: no held_out_sources ({error})")
+        held = held_out_sources(args.held_out)
+    except ValueError as error:
+        parser.error(f"--held-out {error}")
     clips: list[CorpusClip] = [c for c in read_corpora(CORPORA)
                                if c.source_key in held and not is_background(c)]
     log.info("%d clips of %d held-out sources (%d dog)", len(clips), len(held),

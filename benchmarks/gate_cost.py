@@ -53,7 +53,7 @@ from sensor.wire import (  # noqa: E402
     decode_frame,
     encode_frame,
 )
-from training.finetune import at_distance  # noqa: E402
+from training.finetune import at_distance, held_out_sources  # noqa: E402
 
 RATE = 16_000
 FULL_SCALE_DB = 110.0
@@ -227,7 +227,10 @@ def main(argv: list[str] | None = None) -> int:
                                   "head": args.head or "bundled"}
     sources = None
     if args.held_out:
-        sources = frozenset(json.loads(args.held_out.read_text())["held_out_sources"])
+        try:
+            sources = held_out_sources(args.held_out)
+        except ValueError as error:
+            parser.error(f"--held-out {error}")
         results["held_out"] = str(args.held_out)
     barks, bed = bark_clips(args.barks, rng, sources), street()
     results["bark_clips"] = len(barks)

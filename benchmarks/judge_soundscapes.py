@@ -73,7 +73,7 @@ from sensor.dog_cnn import DEFAULT_MODEL_PATH  # noqa: E402
 from sensor.wire import Frame  # noqa: E402
 from sensor.yamnet_network import DEFAULT_SENSOR_NETWORK_PATH, DEFAULT_YAMNET_PATH  # noqa: E402
 from training.corpus import RATE, load_audio  # noqa: E402
-from training.finetune import at_distance, bed_piece, rms  # noqa: E402
+from training.finetune import at_distance, bed_piece, held_out_sources, rms  # noqa: E402
 from training.head_data import (  # noqa: E402
     CorpusClip,
     _gain_for_snr,
@@ -381,9 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.sensor_network.is_file():
         parser.error(f"--sensor-network {args.sensor_network}: no such file")
     try:
-        held = set(json.loads(args.held_out.read_text())["held_out_sources"])
-    except (OSError, ValueError, KeyError) as error:
-        parser.error(f"--held-out {args.held_out}: no held_out_sources ({error})")
+        held = held_out_sources(args.held_out)
+    except ValueError as error:
+        parser.error(f"--held-out {error}")
     clips: list[CorpusClip] = read_corpora(list(args.corpus or DEFAULT_CORPORA))
     beds = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
     mine = [c for c in clips if c.source_key in held and not is_background(c)]

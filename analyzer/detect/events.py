@@ -68,22 +68,28 @@ class _Span:
 
 @dataclass
 class _Open:
-    """A run of steps. With a core (``DetectorSettings.span_cnn_floor``: steps where the CNN's
-    own score reaches the floor) its steps are kept as three stretches: ``lead`` before the
-    first core step, ``core`` from the first to the last core step, ``tail`` after it; the
-    event is then the core's extent and levels (:meth:`EventTracker._emit`)."""
+    """A run of steps. Its energy, step count and LAFmax are kept as ``lead``: every step while
+    no step is a core step. With a core (``DetectorSettings.span_cnn_floor``: steps where the
+    CNN's own score reaches the floor) they are kept as three stretches: ``lead`` before the
+    first core step, ``core`` from the first to the last, ``tail`` after it; the event is then
+    the core's extent and levels (:meth:`EventTracker._emit`)."""
 
     onset_ns: int
     offset_ns: int
     peak_score: float
-    energy_sum: float  # sum of 10**(LAeq/10) over steps (equal step lengths)
-    steps: int
-    lafmax_db: float
-    core_onset_ns: int | None = None
-    core_offset_ns: int = 0
-    lead: _Span | None = None
+    lead: _Span
     core: _Span | None = None
     tail: _Span | None = None
+    core_onset_ns: int = 0
+    core_offset_ns: int = 0
+
+    def _after(self) -> _Span:
+        """Where a step that is not a core step goes."""
+        if self.core is None:
+            return self.lead
+        if self.tail is None:
+            self.tail = _Span()
+        return self.tail
 
     def add(self, t1_ns: int, score: float, laeq_db: float, laf_db: float,
             core: bool = False, hop_ns: int = 0) -> None:
@@ -91,81 +97,51 @@ class _Open:
         self.offset_ns = t1_ns
         self.peak_score = max(self.peak_score, score)
         energy = 10.0 ** (laeq_db / 10.0)
-        self.energy_sum += energy
-        self.steps += 1
-        self.lafmax_db = max(self.lafmax_db, laf_db)
-        if core:
-            self._core_step(t1_ns - hop_ns, t1_ns, _Span(energy, 1, laf_db))
-        elif self.core is None:
-            self.lead = self.lead or _Span()
-            self.lead.add(energy, 1, laf_db)
-        else:
-            self.tail = self.tail or _Span()
-            self.tail.add(energy, 1, laf_db)
-
-    def _core_step(self, t0_ns: int, t1_ns: int, step: _Span) -> None:
+        if not core:
+            self._after().add(energy, 1, laf_db)
+            return
         if self.core is None:
-            self.core, self.core_onset_ns = _Span(), t0_ns
+            self.core, self.core_onset_ns = _Span(), t1_ns - hop_ns
         elif self.tail is not None:
             self.core.take(self.tail)
-        self.tail = None
-        self.core.take(step)
+            self.tail = None
+        self.core.add(energy, 1, laf_db)
         self.core_offset_ns = t1_ns
 
     def absorb(self, other: _Open) -> None:
         """Take in a later run of steps (a merge)."""
         self.offset_ns = other.offset_ns
         self.peak_score = max(self.peak_score, other.peak_score)
-        self.energy_sum += other.energy_sum
-        self.steps += other.steps
-        self.lafmax_db = max(self.lafmax_db, other.lafmax_db)
-        before = self.tail if self.core is not None else self.lead
         if other.core is None:
-            if other.lead is not None:
-                if before is None:
-                    before = _Span()
-                before.take(other.lead)
-            if self.core is not None:
-                self.tail = before
-            else:
-                self.lead = before
+            self._after().take(other.lead)
             return
         if self.core is None:  # the merged core is the later run's
-            lead = self.lead or _Span()
-            if other.lead is not None:
-                lead.take(other.lead)
-            self.lead, self.core = lead, other.core
-            self.core_onset_ns, self.core_offset_ns = other.core_onset_ns, other.core_offset_ns
-            self.tail = other.tail
-            return
-        for part in (self.tail, other.lead, other.core):
-            if part is not None:
-                self.core.take(part)
+            self.lead.take(other.lead)
+            self.core, self.core_onset_ns = other.core, other.core_onset_ns
+        else:
+            self._after().take(other.lead)
+            assert self.tail is not None
+            self.core.take(self.tail)
+            self.core.take(other.core)
         self.core_offset_ns, self.tail = other.core_offset_ns, other.tail
 
 
 def _run_of(start_ns: int, hop_ns: int, scores: np.ndarray, laeq_db: np.ndarray,
             laf_db: np.ndarray, core: np.ndarray | None = None) -> _Open:  # fmt: skip
     """The steps given, as one run starting at ``start_ns`` (``core``: which are core steps)."""
-    run = _Open(start_ns, start_ns + scores.size * hop_ns, float(scores.max()),
-                float(np.sum(10.0 ** (laeq_db / 10.0))), int(scores.size),
-                float(laf_db.max()))  # fmt: skip
-    if core is None:
-        return run
     energy = 10.0 ** (np.asarray(laeq_db, np.float64) / 10.0)
-    marked = np.flatnonzero(core)
 
-    def span(a: int, b: int) -> _Span | None:
-        return None if b <= a else _Span(float(energy[a:b].sum()), b - a,
-                                         float(np.max(laf_db[a:b])))
+    def span(a: int, b: int) -> _Span:
+        return _Span(float(energy[a:b].sum()), b - a, float(np.max(laf_db[a:b], initial=-np.inf)))
 
-    if marked.size == 0:
-        run.lead = span(0, scores.size)
-        return run
-    first, last = int(marked[0]), int(marked[-1]) + 1
-    run.lead, run.core, run.tail = span(0, first), span(first, last), span(last, scores.size)
-    run.core_onset_ns = start_ns + first * hop_ns
-    run.core_offset_ns = start_ns + last * hop_ns
+    n = scores.size
+    run = _Open(start_ns, start_ns + n * hop_ns, float(scores.max()), span(0, n))
+    marked = np.flatnonzero(core) if core is not None else np.zeros(0, np.int64)
+    if marked.size:
+        first, last = int(marked[0]), int(marked[-1]) + 1
+        run.lead, run.core = span(0, first), span(first, last)
+        run.tail = span(last, n) if last < n else None
+        run.core_onset_ns, run.core_offset_ns = start_ns + first * hop_ns, start_ns + last * hop_ns
     return run
 
 
@@ -215,7 +191,7 @@ class EventTracker:
                 continue
             if score >= s.off_threshold:
                 if self._rising is None:
-                    self._rising = _Open(t0, t0, 0.0, 0.0, 0, -np.inf)
+                    self._rising = _Open(t0, t0, 0.0, _Span())
                 self._rising.add(t1, float(score), float(laeq_db[i]), float(laf_db[i]),
                                  is_core, hop_ns)
             else:
@@ -268,12 +244,10 @@ class EventTracker:
         return done
 
     def _emit(self, event: _Open) -> list[DogEvent]:
-        onset, offset = event.onset_ns, event.offset_ns
-        energy, steps, lafmax = event.energy_sum, event.steps, event.lafmax_db
-        if event.core is not None and event.core_onset_ns is not None:  # cut to the core
-            onset, offset = event.core_onset_ns, event.core_offset_ns
-            energy, steps, lafmax = event.core.energy_sum, event.core.steps, event.core.lafmax_db
-        if steps == 0 or offset - onset < self.settings.min_duration_s * 1e9:
+        onset, offset, span = event.onset_ns, event.offset_ns, event.lead
+        if event.core is not None:  # cut to the core
+            onset, offset, span = event.core_onset_ns, event.core_offset_ns, event.core
+        if span.steps == 0 or offset - onset < self.settings.min_duration_s * 1e9:
             return []
         return [
             DogEvent(
@@ -282,8 +256,8 @@ class EventTracker:
                 offset_ns=offset,
                 label="dog",
                 confidence=round(event.peak_score, 4),
-                laeq_db=round(float(10.0 * np.log10(energy / steps)), 2),
-                lafmax_db=round(lafmax, 2),
+                laeq_db=round(float(10.0 * np.log10(span.energy_sum / span.steps)), 2),
+                lafmax_db=round(span.lafmax_db, 2),
                 model_version=self.model_version,
             )
         ]

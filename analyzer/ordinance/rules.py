@@ -242,24 +242,22 @@ class _Tracker:
         # latest end of the settled events the reading counts, for the next one's company
         self.latest_end_ns: int | None = None
 
-    def company(self, event: RuleEvent, later: Sequence[RuleEvent],
+    def company(self, pending: Sequence[RuleEvent], i: int,
                 frontier_ns: int | None) -> bool | None:
-        """Whether ``event`` counts (:func:`counted_events`) given the settled events before
-        it and the ``later`` pending ones in capture order; None while the company that would
-        decide it may still arrive (its end plus the company time is not yet settled)."""
+        """Whether ``pending[i]`` counts (:func:`counted_events`) given the settled events
+        before it and the pending ones after it (``pending`` in capture order); None while the
+        company that would decide it may still arrive (its end plus the company time is not
+        yet settled)."""
+        event = pending[i]
         if not self.settings.counts(self.rule, event):
             return False
         w = self.company_ns
-        if (not w or event.offset_ns - event.onset_ns >= w
-                or (self.latest_end_ns is not None and event.onset_ns - self.latest_end_ns < w)):
+        later = next((pending[j].onset_ns for j in range(i + 1, len(pending))
+                      if self.settings.counts(self.rule, pending[j])), None) if w else None
+        if _in_company(event, self.latest_end_ns, later, w):
             return True
-        for other in later:
-            if other.onset_ns - event.offset_ns >= w:
-                break
-            if self.settings.counts(self.rule, other):
-                return True
         if frontier_ns is not None and event.offset_ns + w > frontier_ns:
-            return None
+            return None  # company may still arrive before the next known event
         return False
 
     def add(self, event: RuleEvent, counted: bool, coverage: Coverage, out: list[Finding],
@@ -312,7 +310,7 @@ class _Tracker:
         g = self.group
         span = (g.start_ns, g.end_ns, g.counted) if g is not None else None
         for i, e in enumerate(pending):
-            if not self.company(e, pending[i + 1:], None):
+            if not self.company(pending, i, None):
                 continue
             if span is not None and e.onset_ns - span[1] < self.gap_ns:
                 span = (span[0], max(span[1], e.offset_ns), span[2] + 1)
@@ -426,8 +424,7 @@ class RuleEngine:
         for i, event in enumerate(pending):
             if frontier is not None and event.onset_ns >= frontier:
                 break
-            later = pending[i + 1:]
-            decided = [t.company(event, later, frontier) for t in self._trackers]
+            decided = [t.company(pending, i, frontier) for t in self._trackers]
             if None in decided:
                 settled_to = event.onset_ns
                 break
@@ -464,12 +461,22 @@ def counted_events(rule: str, settings: RuleSettings,
     kept: list[RuleEvent] = []
     latest_end: int | None = None
     for i, event in enumerate(base):
-        if (event.offset_ns - event.onset_ns >= w
-                or (latest_end is not None and event.onset_ns - latest_end < w)
-                or (i + 1 < len(base) and base[i + 1].onset_ns - event.offset_ns < w)):
+        if _in_company(event, latest_end, base[i + 1].onset_ns if i + 1 < len(base) else None,
+                       w):
             kept.append(event)
         latest_end = event.offset_ns if latest_end is None else max(latest_end, event.offset_ns)
     return kept
+
+
+def _in_company(event: RuleEvent, latest_end_ns: int | None, next_onset_ns: int | None,
+                company_ns: int) -> bool:
+    """Whether a counted ``event`` has company: no company needed (0), or it lasts that long
+    itself, or the latest end of the counted events before it, or the onset of the next
+    counted one after it, lies less than that from it."""
+    w = company_ns
+    return (not w or event.offset_ns - event.onset_ns >= w
+            or (latest_end_ns is not None and event.onset_ns - latest_end_ns < w)
+            or (next_onset_ns is not None and next_onset_ns - event.offset_ns < w))
 
 
 def _chain_key(finding: Finding) -> tuple[int, str, int]:
