@@ -58,7 +58,7 @@ from analyzer.store import (
     InfluxClient,
     RefusedPoints,
     health_point,
-    level_point,
+    level_line,
     stats_point,
     status_point,
     write_with_retry,
@@ -81,6 +81,11 @@ SUBSCRIPTIONS = [
     (f"{TOPIC_ROOT}/{REPORT_KIND}/+", 1),
 ]
 FLUSH_AFTER_S = 0.5
+# A batch is written once the inbox is empty and the batch this old: at a steady trickle
+# (frames arriving a few ms apart) the inbox is empty after nearly every frame, and a write,
+# a journal save and their acknowledgements per frame cost more CPU than the frame's analysis
+# (docs/SCALE.md, "Analyzer CPU per frame"). It adds at most this much to a frame's latency.
+FLUSH_LINGER_S = 0.1
 HOUSEKEEPING_EVERY_S = 1.0
 IMPLAUSIBLE_LOG_EVERY = 600  # per device: log the first implausible frame, then every 600th
 HANDLER_TRACEBACKS = 10  # full tracebacks for the first unexpected errors, one line after
@@ -131,6 +136,7 @@ class Analyzer:
         self._batch_acks: list[Ack] = []
         self._batch_confirms: dict[str, set[int]] = {}  # device: seqs done with, not stored now
         self._batch_started = 0.0
+        self._linger_until = 0.0  # time.monotonic(): real time, whatever clock is passed in
         self._last_arrival_ns = 0
         self._drops_written: dict[tuple[str, str], int] = {}  # inbox drops already written
         self._next_stats = 0.0
@@ -265,15 +271,18 @@ class Analyzer:
             log.critical("analyzer worker died: %s", self._failure, exc_info=True)
 
     def _step(self) -> None:
+        wait_s = 0.1
+        if self._batch_acks or self._batch:  # wake for the batch's write when it has lingered
+            wait_s = min(wait_s, max(0.0, self._linger_until - time.monotonic()))
         try:
-            generation, message = self._inbox.get(timeout=0.1)
+            generation, message = self._inbox.get(timeout=wait_s)
         except queue.Empty:
             pass
         else:
             self._handle(generation, message)
         now = self._clock()
         if (self._batch_acks or self._batch) and (
-            self._inbox.empty()
+            (self._inbox.empty() and time.monotonic() >= self._linger_until)
             or now - self._batch_started >= FLUSH_AFTER_S
             or len(self._batch) >= self.config.influx.batch_points
             or self._batch_bytes >= self.config.influx.batch_bytes
@@ -334,15 +343,22 @@ class Analyzer:
         if ack[2] == 0:
             return  # QoS 0: there is nothing to acknowledge (a PUBACK would be a protocol error)
         if not self._batch and not self._batch_acks:
-            self._batch_started = self._clock()
+            self._start_batch()
         self._batch_acks.append(ack)
+
+    def _start_batch(self) -> None:
+        self._batch_started = self._clock()
+        self._linger_until = time.monotonic() + FLUSH_LINGER_S
 
     def _add_point(self, point: Point, key: Key | None = None) -> None:
         line = point.to_line_protocol()
         if not line:
             return  # a point without fields (e.g. an empty heartbeat) stores nothing
+        self._add_line(line, key)
+
+    def _add_line(self, line: str, key: Key | None = None) -> None:
         if not self._batch and not self._batch_acks:
-            self._batch_started = self._clock()
+            self._start_batch()
         self._batch.append(line)
         self._batch_keys.append(key)
         self._batch_bytes += len(line) + 1
@@ -605,11 +621,10 @@ class Analyzer:
                      implausible_time: bool = False) -> None:
         """Queue the frame's level point; ``stores``: this point stores the frame (its message
         is acknowledged once it is written), else it only adds the score to a stored one."""
-        point = level_point(frame, max_dog_score)
         # Every level point carries the flag, so `WHERE implausible_time = false` keeps the
         # others (InfluxQL comparisons with a missing field are false).
-        point.field("implausible_time", implausible_time)
-        self._add_point(point, (frame.device_id, frame.seq, frame.capture_ns) if stores else None)
+        line = level_line(frame, max_dog_score, implausible_time)
+        self._add_line(line, (frame.device_id, frame.seq, frame.capture_ns) if stores else None)
 
     def _handle_heartbeat(self, device: str, payload: bytes) -> None:
         heartbeat = parse_heartbeat(payload)

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import base64
 import collections
+import http.client
 import json
 import logging
 import math
 import os
+import ssl
 import threading
 import urllib.error
 import urllib.parse
@@ -125,6 +127,60 @@ def level_point(frame: Frame, max_dog_score: float | None) -> Point:
         name = band_field(frame.band_first_index + offset)
         point.field(name, round(_finite(name, float(level)), 2))
     return point
+
+
+# influxdb-client's line-protocol escapes (its point.py), for the level line built directly.
+_ESCAPE_TAG = str.maketrans({",": "\\,", "=": "\\=", " ": "\\ ", "\n": "\\n", "\t": "\\t",
+                             "\r": "\\r"})
+_ESCAPE_STRING = str.maketrans({'"': '\\"', "\\": "\\\\"})
+_LEVEL_FLOATS = ("laeq_db", "lafmax_db", "lafmin_db", "lasmax_db", "laf10_db", "laf50_db",
+                 "laf90_db", "percentile_window_s", "dc_offset")
+_BAND_FIELDS = {x: band_field(x) for x in range(-20, len(NOMINAL_BAND_HZ) - 20)}
+
+
+def _line_value(value: float | int | bool | str) -> str:
+    """A field value as ``Point.to_line_protocol`` writes it (the value already checked)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value}i"
+    if isinstance(value, float):
+        text = str(value)
+        return text[:-2] if text.endswith(".0") else text
+    return f'"{value.translate(_ESCAPE_STRING)}"'
+
+
+def level_line(frame: Frame, max_dog_score: float | None, implausible_time: bool) -> str:
+    """The line protocol of ``level_point(frame, max_dog_score)`` with the field
+    ``implausible_time``: the same text, checked in the same order, built without ``Point``
+    (whose generic encoder cost about a tenth of the analyzer's CPU per frame).
+    ``tests/test_level_line.py`` compares the two."""
+    fields: dict[str, str] = {"seq": f"{int(frame.seq)}i"}
+    for name in _LEVEL_FLOATS:
+        fields[name] = _line_value(_finite(name, getattr(frame, name)))
+    fields["under_range"] = _line_value(bool(frame.under_range))
+    fields["calibration_date"] = _line_value(frame.calibration_date)
+    fields["full_scale_db"] = _line_value(_finite("full_scale_db", frame.full_scale_db))
+    fields["clipped_samples"] = f"{int(frame.clipped_samples)}i"
+    if frame.gate == GATE_DOG:
+        fields["lceq_db"] = _line_value(_finite("lceq_db", frame.lceq_db))
+        fields["lzeq_db"] = _line_value(_finite("lzeq_db", frame.lzeq_db))
+    if max_dog_score is not None:
+        fields["max_dog_score"] = _line_value(_finite("max_dog_score", max_dog_score))
+    if frame.clock_step_ns:
+        fields["clock_step_ns"] = f"{int(frame.clock_step_ns)}i"
+    first = frame.band_first_index
+    for offset, level in enumerate(frame.bands_db.tolist()):
+        x = first + offset
+        name = _BAND_FIELDS.get(x) or band_field(x)
+        fields[name] = _line_value(round(_finite(name, level), 2))
+    fields["implausible_time"] = _line_value(bool(implausible_time))
+    device = str(frame.device_id).translate(_ESCAPE_TAG)
+    if device.endswith("\\"):
+        device += " "
+    tag = f",device={device}" if device else ""
+    body = ",".join(f"{name}={value}" for name, value in sorted(fields.items()))
+    return f"level{tag} {body} {int(frame.capture_ns)}"
 
 
 def event_point(event: DogEvent, audibility: EventAudibility | None = None) -> Point:
@@ -274,7 +330,12 @@ class InfluxSettings:
 
 
 class InfluxClient:
-    """A small client for InfluxDB's v1 HTTP API (every InfluxDB generation serves it)."""
+    """A small client for InfluxDB's v1 HTTP API (every InfluxDB generation serves it).
+
+    Writes go over one kept-alive connection per thread (a connection a request to /write
+    cost about half the analyzer's CPU per frame: docs/SCALE.md, "Analyzer CPU per frame");
+    queries open one per request. Through a proxy (``http_proxy`` and the like) writes open
+    one per request too, as urllib does."""
 
     def __init__(self, settings: InfluxSettings) -> None:
         self.settings = settings
@@ -286,6 +347,65 @@ class InfluxClient:
             self._headers["Authorization"] = f"Basic {token}"
         elif password:
             self._headers["Authorization"] = f"Token {password}"
+        self._kept = threading.local()  # .connection: this thread's kept write connection
+        parts = urllib.parse.urlsplit(self.base)
+        proxied = parts.scheme in urllib.request.getproxies() and not (
+            parts.hostname and urllib.request.proxy_bypass(parts.hostname))
+        self._keep_alive = parts.scheme in ("http", "https") and bool(parts.hostname) \
+            and not proxied
+        self._split = parts
+
+    def _connection(self) -> http.client.HTTPConnection:
+        """This thread's kept connection for writes, made on first use."""
+        connection: http.client.HTTPConnection | None = getattr(self._kept, "connection", None)
+        if connection is None:
+            parts = self._split
+            if parts.scheme == "https":
+                connection = http.client.HTTPSConnection(
+                    parts.hostname or "", parts.port, timeout=self.settings.timeout_s,
+                    context=ssl.create_default_context())
+            else:
+                connection = http.client.HTTPConnection(
+                    parts.hostname or "", parts.port, timeout=self.settings.timeout_s)
+            self._kept.connection = connection
+        return connection
+
+    def _drop_connection(self) -> None:
+        connection = getattr(self._kept, "connection", None)
+        self._kept.connection = None
+        if connection is not None:
+            connection.close()
+
+    def _post_kept(self, path: str, params: Mapping[str, str], body: bytes) -> bytes:
+        """POST over this thread's kept connection; the same answers and errors as
+        :meth:`_request`. A kept connection the server closed while idle is found out by the
+        request failing before any answer: it is sent once more on a new connection."""
+        target = f"{self._split.path}{path}?{urllib.parse.urlencode(params)}"
+        headers = {"Content-Type": "application/x-www-form-urlencoded", **self._headers}
+        for attempt in (1, 2):
+            reused = getattr(self._kept, "connection", None) is not None
+            connection = self._connection()
+            try:
+                connection.request("POST", target, body=body, headers=headers)
+                response = connection.getresponse()
+                answer = response.read()
+            except (OSError, http.client.HTTPException) as exc:
+                self._drop_connection()
+                if reused and attempt == 1 and isinstance(exc, (
+                        http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)):
+                    continue
+                raise InfluxUnavailable(
+                    f"InfluxDB at {self.base} is unreachable: {exc}") from exc
+            if response.will_close:
+                self._drop_connection()
+            status = response.status
+            if 200 <= status < 300:
+                return answer
+            detail = answer.decode(errors="replace").strip()
+            if 400 <= status < 500 and status not in (401, 403, 404, 429):
+                raise InfluxRejected(f"InfluxDB refused {path} ({status}): {detail}")
+            raise InfluxUnavailable(f"InfluxDB {path} answered {status}: {detail}")
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _request(self, path: str, params: Mapping[str, str], body: bytes | None) -> bytes:
         url = f"{self.base}{path}?{urllib.parse.urlencode(params)}"
@@ -364,13 +484,14 @@ class InfluxClient:
         """POST ``lines`` (ns precision) in one request, creating the database if missing."""
         body = "\n".join(lines).encode()
         params = {"db": self.settings.database, "precision": "ns"}
+        post = self._post_kept if self._keep_alive else self._request
         try:
-            self._request("/write", params, body)
+            post("/write", params, body)
         except InfluxUnavailable as exc:
             if "database not found" not in str(exc):
                 raise
             self.create_database()
-            self._request("/write", params, body)
+            post("/write", params, body)
 
     def write_lines(self, lines: Sequence[str]) -> None:
         """POST line protocol (ns precision) in requests of at most ``batch_points`` lines and
