@@ -498,3 +498,24 @@ def test_the_command_line_and_the_training_set_need_no_torch() -> None:
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "usage: barkwatch-train trainset" in done.stdout
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--exclude-fold", "1"], "--exclude-fold needs --export"),
+    (["--export", "OUT", "--held-out-fold", "3", "--exclude-fold", "3"],
+     "--exclude-fold 3: a fold from 0 to --folds - 1, not the held-out one"),
+    (["--export", "OUT", "--held-out-fold", "3", "--exclude-fold", "5"],
+     "--exclude-fold 5: a fold from 0 to --folds - 1, not the held-out one"),
+])
+def test_finetune_refuses_an_excluded_fold_it_cannot_use_before_reading_a_clip(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, options: list[str], message: str
+) -> None:
+    # A learning-curve control drops a fold from training; dropping the judged fold, or one
+    # that does not exist, would judge nothing or train on everything without saying so.
+    (tmp_path / "manifest.csv").write_text("clip_id,label\n")
+    options = [str(tmp_path / "net.onnx") if o == "OUT" else o for o in options]
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["finetune", "--corpus", str(tmp_path), *options])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "net.onnx").exists()

@@ -30,6 +30,10 @@ def add_finetune_parser(commands: Any) -> Any:
     parser.add_argument("--held-out-fold", type=int, default=None, metavar="K",
                         help="with --export: the fold (0 to --folds - 1) kept out of training "
                         "(default: none, train on every source)")
+    parser.add_argument("--exclude-fold", type=int, action="append", default=[], metavar="K",
+                        help="with --export: drop every source of fold K before anything "
+                        "(repeatable; not the held-out fold): a learning-curve control, the "
+                        "same recipe on less data, judged on the same held-out fold")
     parser.add_argument("--every", type=int, default=1, metavar="N",
                         help="use every N-th clip only (a quick look; default 1: all)")
     helps = {"copies": "placed copies of each dog clip for training",
@@ -66,17 +70,29 @@ def run_finetune(args: Any, parser: Any) -> int:
     if args.held_out_fold is not None and not (
             args.export and 0 <= args.held_out_fold < args.folds):
         parser.error("--held-out-fold needs --export and a fold from 0 to --folds - 1")
+    bad = [k for k in args.exclude_fold if not 0 <= k < args.folds or k == args.held_out_fold]
+    if args.exclude_fold and not args.export:
+        parser.error("--exclude-fold needs --export")
+    if bad:
+        parser.error(f"--exclude-fold {bad[0]}: a fold from 0 to --folds - 1, not the "
+                     "held-out one")
     if args.export and not args.export.parent.is_dir():
         parser.error(f"--export: folder {args.export.parent} does not exist")
     from training.finetune import evaluate, train_sensor_network  # PyTorch: only here
 
     recipe = Recipe(**{f: getattr(args, f) for f in Recipe().__dict__})
     clips = read_corpora(args.corpus)[:: args.every]
+    if args.exclude_fold:
+        from training.finetune import fold_of_source
+
+        clips = [c for c in clips if fold_of_source(c.source_key, recipe.folds, recipe.seed)
+                 not in args.exclude_fold]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.export:
         report = train_sensor_network(clips, recipe, args.export, args.held_out_fold)
     else:
         report = evaluate(clips, recipe)
+    report["excluded_folds"] = sorted(args.exclude_fold)
     text = json.dumps(report, indent=1)
     print(text)
     if args.out:
