@@ -56,6 +56,7 @@ from bench_fleet import (  # noqa: E402
     last_stats,
     memory_mb,
     restamped,
+    runqueue_wait_s,
 )
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -144,7 +145,8 @@ def analyzer_command(tree: Path | None, profile: str | None
         return [sys.executable, __file__, PROFILED, profile, str(tree or ROOT)], env
     if tree is None:
         return [Path(sys.executable).parent / "barkwatch"], env
-    return [sys.executable, "-c", "import sys; from analyzer.cli.main import main; "
+    # -P: the working directory (this checkout) must not come before ``tree``
+    return [sys.executable, "-P", "-c", "import sys; from analyzer.cli.main import main; "
             "sys.exit(main())"], env
 
 
@@ -216,6 +218,9 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             f'[influx]\nurl = "{services.influx.url}"\n')
         command, env = analyzer_command(Path(args.analyzer_tree) if args.analyzer_tree else None,
                                         args.cprofile)
+        imported = subprocess.run(  # where the analyzer's code comes from, for the record
+            [sys.executable, "-P", "-c", "import analyzer; print(analyzer.__file__)"], env=env,
+            capture_output=True, text=True, check=True).stdout.strip()
         log_file = root / "analyzer.log"
         with open(log_file, "wb") as log:
             analyzer = subprocess.Popen([*command, "analyzer", "run", "--config", config],
@@ -252,9 +257,11 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                      "--threads", "--nonblocking"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             cpu_before, threads_before = cpu_seconds(analyzer.pid), thread_cpu_s(analyzer.pid)
+            waited_before = runqueue_wait_s(analyzer.pid)
             stats_before, load_before = last_stats(influx), os.getloadavg()[0]
             time.sleep(max(0.0, window_end_s - time.time()))
             cpu_after, threads_after = cpu_seconds(analyzer.pid), thread_cpu_s(analyzer.pid)
+            waited_s = runqueue_wait_s(analyzer.pid) - waited_before
             stats_after, load_after = last_stats(influx), os.getloadavg()[0]
             rss_mb = memory_mb(analyzer.pid)[0]
             publisher.join(timeout=seconds + 60)
@@ -286,10 +293,12 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                       for name in threads_after), key=lambda t: -t[1])
     row: dict[str, Any] = {
         "devices": n, "journal": not args.no_journal, "duration_s": args.duration,
-        "analyzer_tree": args.analyzer_tree or str(ROOT),
+        "analyzer_code": str(Path(imported).parent.parent),
         "stored_per_s": round(stored / elapsed_s, 1) if elapsed_s > 0 else math.nan,
         "analyzer_cpu_pct": round(100 * cpu_s / args.duration, 1),
         "analyzer_cpu_ms_per_frame": round(1000 * cpu_s / stored, 3) if stored else math.nan,
+        # Its threads' time runnable but without a core (schedstat): what the machine withheld
+        "analyzer_runqueue_wait_pct": round(100 * waited_s / args.duration, 1),
         "threads_cpu_ms_per_frame": {name: round(1000 * s / stored, 3)
                                      for name, s in threads[:4] if stored and s > 0},
         "latency_p50_s": _pct(latencies, 50), "latency_p95_s": _pct(latencies, 95),
