@@ -37,9 +37,13 @@ def test_frames_trickling_in_are_written_several_to_a_request_and_each_stored_on
     analyzer.influx.write_request = counted  # type: ignore[method-assign]
     publisher = Publisher(config)
     try:
-        for frame in frames_of("trickle-1", FRAMES):
-            publisher.publish(frame_topic("trickle-1"), encode_frame(frame))
+        sent = []
+        for frame in frames_of("trickle-1", FRAMES):  # 0.15 s in all, not waiting for PUBACKs
+            sent.append(publisher.client.publish(frame_topic("trickle-1"), encode_frame(frame),
+                                                 qos=1))
             time.sleep(0.005)  # the inbox runs empty between frames
+        for info in sent:
+            info.wait_for_publish(timeout=10)
         wait_until(lambda: analyzer.counters.frames_stored == FRAMES, what="every frame")
     finally:
         publisher.close()

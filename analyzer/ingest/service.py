@@ -266,6 +266,7 @@ class Analyzer:
             if self._batch or self._batch_acks:
                 self._flush()
             self._keeper.close()
+            self.influx.close()  # the worker's kept connection to InfluxDB
         except BaseException as exc:
             self._failure = f"{type(exc).__name__}: {exc}"
             log.critical("analyzer worker died: %s", self._failure, exc_info=True)

@@ -370,6 +370,10 @@ class InfluxClient:
             self._kept.connection = connection
         return connection
 
+    def close(self) -> None:
+        """Close this thread's kept write connection, if any (the next write opens one)."""
+        self._drop_connection()
+
     def _drop_connection(self) -> None:
         connection = getattr(self._kept, "connection", None)
         self._kept.connection = None
