@@ -46,6 +46,25 @@ class MqttSettings:
     )
     keepalive_s: int = setting(30, "MQTT keepalive interval, seconds", 5, 600)
     reconnect_max_s: int = setting(30, "cap of the exponential reconnect backoff, s", 1, 600)
+    fallback_brokers: str = setting(
+        "", "other nodes of a clustered broker, comma-separated host:port: after a failed "
+        "attempt or a lost connection the next one is tried, in turn (empty = host only)"
+    )
+
+    def brokers(self) -> list[tuple[str, int]]:
+        """(host, port) of ``host`` and then of each fallback broker, in the order tried.
+        Raise ConfigError naming the key for a malformed fallback."""
+        out = [(self.host, self.port)]
+        for entry in (e.strip() for e in self.fallback_brokers.split(",")):
+            if not entry:
+                continue
+            host, colon, port = entry.rpartition(":")
+            host = host.strip("[]")  # [::1]:8883
+            if not (host and colon and port.isdecimal() and 1 <= int(port) <= 65535):
+                raise ConfigError(f"config key 'mqtt.fallback_brokers': {entry[:80]!r} is not "
+                                  "host:port (a port from 1 to 65535)")
+            out.append((host, int(port)))
+        return out
 
     def password(self) -> str | None:
         """The password: the environment variable if set and not empty, else the first line
@@ -112,6 +131,7 @@ def check_connection_settings(settings: MqttSettings) -> None:
     the very functions the publisher's ``make_client`` uses. Nothing is connected.
     """
     settings.login()
+    settings.brokers()
     if settings.tls_ca:
         tls_context(settings.tls_ca)
 

@@ -28,6 +28,7 @@ disconnected  an established connection was lost
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import socket
@@ -186,11 +187,17 @@ class BrokerLink:
         self._logged: tuple[BrokerState, str] | None = None
         self._logged_at = 0.0
         self._since_logged = 0
+        self._broker = settings  # with the host and port tried or reached last
 
     @property
     def where(self) -> str:
-        """host:port of the broker."""
-        return f"{self.settings.host}:{self.settings.port}"
+        """host:port of the broker tried or reached last."""
+        return f"{self._broker.host}:{self._broker.port}"
+
+    def trying(self, host: str, port: int) -> None:
+        """The next attempts go to ``host``:``port`` (another node of a clustered broker)."""
+        if (host, port) != (self._broker.host, self._broker.port):
+            self._broker = dataclasses.replace(self.settings, host=host, port=port)
 
     def status(self) -> LinkStatus:
         """State, last error and failure count, read together."""
@@ -206,7 +213,7 @@ class BrokerLink:
     def attempt_failed(self, exc: OSError) -> None:
         """Opening the socket or the TLS handshake raised ``exc``; paho retries later."""
         self._awaiting_connack = False
-        self._fail(*describe_connect_error(exc, self.settings))
+        self._fail(*describe_connect_error(exc, self._broker))
 
     def connack(self, reason: Any) -> bool:
         """The broker's CONNACK arrived; True when it accepted the connection."""
@@ -275,17 +282,34 @@ class BrokerLink:
 
 
 class WatchedClient(mqtt.Client):
-    """paho's client, telling ``link`` about every connection attempt and its failure.
+    """paho's client, telling ``link`` about every connection attempt and its failure, and
+    taking the next of ``brokers`` (a clustered broker's nodes) for each attempt after the
+    first.
 
     paho's network thread calls :meth:`reconnect` for each attempt and swallows the OSError
-    it raises (see the module's docstring); here it is passed to ``link`` first.
+    it raises (see the module's docstring); here it is passed to ``link`` first. It calls it
+    again only after an attempt failed or the connection was lost, so every call but the first
+    moves on to the next node: a dead node's devices reach another one at their next attempt
+    (1 s after the loss, then with backoff), and a live node is kept for as long as it lasts.
     """
 
     link: BrokerLink
+    brokers: list[tuple[str, int]] = []  # (host, port) in the order tried; empty: as connected
+    _attempts = 0
 
     def reconnect(self) -> mqtt.MQTTErrorCode:
         link = getattr(self, "link", None)
+        if self._attempts and len(self.brokers) > 1:
+            host, port = self.brokers[self._attempts % len(self.brokers)]
+            # paho's setters refuse while its state is "connection lost" or "connecting",
+            # which is every state a retry starts from; reconnect() closes the old socket
+            # and opens the new one from these two fields, as after connect_async().
+            self._host, self._port = host, port
+            if link is not None:
+                log.info("%s: trying the broker at %s:%d next", link.name, host, port)
+        self._attempts += 1
         if link is not None:
+            link.trying(self.host, self.port)
             link.attempting()
         try:
             return super().reconnect()

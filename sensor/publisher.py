@@ -105,6 +105,7 @@ def make_client(
     if settings.tls_ca:
         client.tls_set_context(tls_context(settings.tls_ca))
     client.reconnect_delay_set(min_delay=1, max_delay=settings.reconnect_max_s)
+    client.brokers = settings.brokers()
     client.link = BrokerLink(client_id, settings)
     return client
 
@@ -215,7 +216,7 @@ class FramePublisher:
         self.connects += 1
         if self.connects > 1:
             self._reconnected.set()
-        log.info("connected to broker %s:%d", self.settings.host, self.settings.port)
+        log.info("connected to broker %s:%d", client.host, client.port)
         if self.confirm == CONFIRM_BY_ANALYZER:
             client.subscribe(stored_topic(self.device_id), qos=1)
         client.publish(status_topic(self.device_id), "online", qos=1, retain=True)
