@@ -248,21 +248,23 @@ def test_a_broker_node_and_an_analyzer_killed_mid_run_change_nothing_stored(
         victim = "an-a" if any(partition_of(d, PARTITIONS) in owned(influx, "an-a")
                                for d in faulted) else "an-b"
         survivor = "an-b" if victim == "an-a" else "an-a"
-        sensors = [Sensor(d, cluster.device_mqtt(d, node=i % 3), tmp_path / "outboxes")
-                   for i, d in enumerate(faulted)]
+        sensors = [Sensor(d, cluster.device_mqtt(d, node=i % 3, fallbacks=True),
+                          tmp_path / "outboxes") for i, d in enumerate(faulted)]
         for index, frame in enumerate(demo_frames):
             for sensor in sensors:
                 sensor.put(restamped(frame, sensor.device, start_ns))
             if index == NODE_KILL_AT:
-                cluster.nodes[0].kill()  # its sensors reconnect when it is back
-            if index == NODE_KILL_AT + 20:
-                cluster.nodes[0].start()
+                cluster.nodes[0].kill()  # its sensors go on through their fallback nodes
             if index == ANALYZER_KILL_AT:
                 analyzers[victim].kill()
                 analyzers[victim].wait(timeout=30)
             time.sleep(PACE_S)
-        for sensor in sensors:
+        for sensor in sensors:  # node 0 still dead: its sensors drained through the others
             assert sensor.publisher.wait_drained(timeout_s=240), f"{sensor.device} undrained"
+        dead_port = cluster.layout.nodes[0].mqtt_port
+        moved = [s.device for s in sensors if s.publisher.client.port != dead_port]
+        assert moved == faulted, "every sensor of the dead node moved to another one"
+        cluster.nodes[0].start()
         assert owned(influx, survivor) == set(range(PARTITIONS))
         twin_sensors = [Sensor(d, cluster.device_mqtt(d, node=i % 3), tmp_path / "outboxes")
                         for i, d in enumerate(twins)]

@@ -208,6 +208,12 @@ def render_node_config(layout: ClusterLayout, node: NodeAddress, store_dir: Path
         cluster = (f"cluster {{\n  name: {_quote(layout.cluster_name)}\n"
                    f"  listen: \"{node.host}:{node.route_port}\"\n  routes: [{routes}]\n}}\n")
     monitor = f"http: \"{node.host}:{node.monitor_port}\"\n" if node.monitor_port else ""
+    # The MQTT sessions and retained messages live in JetStream streams whose replica count,
+    # left unset, is the number of nodes routed when the first device connects: a cluster
+    # still forming made them R2, and a node's death then stalled them (no quorum), so no
+    # sensor could connect to the survivors (found by the node-kill test). Set it.
+    replicas = (f"\n  stream_replicas: {min(3, len(layout.nodes))}"
+                if len(layout.nodes) > 1 else "")
     return f"""# Barkwatch cluster node {node.name} (from barkwatch cluster render)
 server_name: {_quote(node.name)}
 listen: "{node.host}:{node.client_port}"
@@ -222,7 +228,7 @@ jetstream {{
   listen: "{node.host}:{node.mqtt_port}"
   {tls}
   # A QoS 1 message not acknowledged by an MQTT subscriber within this is sent again.
-  ack_wait: "30s"
+  ack_wait: "30s"{replicas}
 }}
 # Each device's data topics go to one of {layout.partitions} partitions, by its id alone.
 mappings {{

@@ -121,15 +121,18 @@ class LocalCluster(contextlib.AbstractContextManager["LocalCluster"]):
                 f'tls_ca = "{self.deployment.files.ca_cert}"\n'
                 "[cluster]\n" + "\n".join(lines).replace("'", '"') + "\n")
 
-    def device_mqtt(self, device_id: str, node: int) -> MqttSettings:
-        """A device's settings for node ``node``'s (0-based) MQTT TLS listener."""
+    def device_mqtt(self, device_id: str, node: int, fallbacks: bool = False) -> MqttSettings:
+        """A device's settings for node ``node``'s (0-based) MQTT TLS listener; with
+        ``fallbacks``, the other nodes' listeners as its ``fallback_brokers``."""
         address = self.layout.nodes[node]
 
         class _Listener:
             tls_port = address.mqtt_port
 
-        return self.deployment.device_mqtt(device_id, _Listener(),  # type: ignore[arg-type]
-                                           protocol="mqttv311")
+        others = [n for k, n in enumerate(self.layout.nodes) if k != node] if fallbacks else []
+        return self.deployment.device_mqtt(
+            device_id, _Listener(), protocol="mqttv311",  # type: ignore[arg-type]
+            fallback_brokers=",".join(f"{n.host}:{n.mqtt_port}" for n in others))
 
     def close(self) -> None:
         """Stop every node."""
