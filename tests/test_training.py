@@ -506,12 +506,16 @@ def test_the_command_line_and_the_training_set_need_no_torch() -> None:
      "--exclude-fold 3: a fold from 0 to --folds - 1, not the held-out one"),
     (["--export", "OUT", "--held-out-fold", "3", "--exclude-fold", "5"],
      "--exclude-fold 5: a fold from 0 to --folds - 1, not the held-out one"),
+    (["--exclude-source", "train/us8k"], "--exclude-source needs --export"),
+    (["--export", "OUT", "--exclude-source", "train/us8k"],
+     "--exclude-source train/us8k: no clip of the corpora has that source"),
 ])
-def test_finetune_refuses_an_excluded_fold_it_cannot_use_before_reading_a_clip(
+def test_finetune_refuses_an_exclusion_it_cannot_use_before_training(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, options: list[str], message: str
 ) -> None:
-    # A learning-curve control drops a fold from training; dropping the judged fold, or one
-    # that does not exist, would judge nothing or train on everything without saying so.
+    # A learning-curve control drops a fold or a source from training; dropping the judged
+    # fold, or one that does not exist, or a misspelt source, would judge nothing or train on
+    # everything without saying so.
     (tmp_path / "manifest.csv").write_text("clip_id,label\n")
     options = [str(tmp_path / "net.onnx") if o == "OUT" else o for o in options]
     with pytest.raises(SystemExit) as exit_info:

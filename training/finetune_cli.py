@@ -34,6 +34,9 @@ def add_finetune_parser(commands: Any) -> Any:
                         help="with --export: drop every source of fold K before anything "
                         "(repeatable; not the held-out fold): a learning-curve control, the "
                         "same recipe on less data, judged on the same held-out fold")
+    parser.add_argument("--exclude-source", action="append", default=[], metavar="KEY",
+                        help="with --export: drop every clip of this source (its key as the "
+                        "report's held_out_sources write it, e.g. train/us8k; repeatable)")
     parser.add_argument("--every", type=int, default=1, metavar="N",
                         help="use every N-th clip only (a quick look; default 1: all)")
     helps = {"copies": "placed copies of each dog clip for training",
@@ -73,6 +76,8 @@ def run_finetune(args: Any, parser: Any) -> int:
     bad = [k for k in args.exclude_fold if not 0 <= k < args.folds or k == args.held_out_fold]
     if args.exclude_fold and not args.export:
         parser.error("--exclude-fold needs --export")
+    if args.exclude_source and not args.export:
+        parser.error("--exclude-source needs --export")
     if bad:
         parser.error(f"--exclude-fold {bad[0]}: a fold from 0 to --folds - 1, not the "
                      "held-out one")
@@ -87,12 +92,17 @@ def run_finetune(args: Any, parser: Any) -> int:
 
         clips = [c for c in clips if fold_of_source(c.source_key, recipe.folds, recipe.seed)
                  not in args.exclude_fold]
+    unknown = sorted(set(args.exclude_source) - {c.source_key for c in clips})
+    if unknown:
+        parser.error(f"--exclude-source {unknown[0]}: no clip of the corpora has that source")
+    clips = [c for c in clips if c.source_key not in args.exclude_source]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.export:
         report = train_sensor_network(clips, recipe, args.export, args.held_out_fold)
     else:
         report = evaluate(clips, recipe)
     report["excluded_folds"] = sorted(args.exclude_fold)
+    report["excluded_sources"] = sorted(args.exclude_source)
     text = json.dumps(report, indent=1)
     print(text)
     if args.out:
