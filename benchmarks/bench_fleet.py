@@ -416,18 +416,23 @@ def run_fleet(n: int, args: argparse.Namespace, deployment: Any, root: Path,
     return row
 
 
-def profiled_analyzer(profile: str, argv: list[str]) -> int:
+def profiled_analyzer(profile: str, argv: list[str], tree: str | None = None,
+                      thread_clock: bool = False) -> int:
     """``barkwatch`` ``argv`` with the analyzer's worker thread (where frames are handled)
-    under cProfile, written to ``profile`` when the analyzer stops (SIGTERM)."""
+    under cProfile, written to ``profile`` when the analyzer stops (SIGTERM). ``tree``: run
+    that checkout's analyzer; ``thread_clock``: time by the thread's CPU clock (waiting for a
+    core or for work costs nothing)."""
     import cProfile
 
+    if tree is not None:
+        sys.path.insert(0, tree)
     from analyzer.cli.main import main as barkwatch
     from analyzer.ingest.service import Analyzer
 
     run = Analyzer._run
 
     def run_profiled(self: Analyzer) -> None:
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile(time.thread_time) if thread_clock else cProfile.Profile()
         profiler.enable()
         try:
             run(self)

@@ -55,6 +55,7 @@ from bench_fleet import (  # noqa: E402
     emit_row,
     last_stats,
     memory_mb,
+    profiled_analyzer,
     restamped,
     runqueue_wait_s,
 )
@@ -148,31 +149,6 @@ def analyzer_command(tree: Path | None, profile: str | None
     # -P: the working directory (this checkout) must not come before ``tree``
     return [sys.executable, "-P", "-c", "import sys; from analyzer.cli.main import main; "
             "sys.exit(main())"], env
-
-
-def profiled_analyzer(profile: str, tree: str, argv: list[str]) -> int:
-    """``barkwatch argv`` from ``tree`` with the analyzer's worker thread under cProfile,
-    timed by that thread's CPU clock (waiting costs nothing), written to ``profile`` when
-    the analyzer stops (SIGTERM)."""
-    import cProfile
-
-    sys.path.insert(0, tree)
-    from analyzer.cli.main import main as barkwatch
-    from analyzer.ingest.service import Analyzer
-
-    run = Analyzer._run
-
-    def run_profiled(self: Analyzer) -> None:
-        profiler = cProfile.Profile(time.thread_time)
-        profiler.enable()
-        try:
-            run(self)
-        finally:
-            profiler.disable()
-            profiler.dump_stats(profile)
-
-    Analyzer._run = run_profiled  # type: ignore[method-assign]
-    return barkwatch(argv)
 
 
 def top_costs(collapsed: Path, count: int = 25) -> list[tuple[str, float]]:
@@ -315,7 +291,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 
 def main() -> int:
     if sys.argv[1:2] == [PROFILED]:
-        return profiled_analyzer(sys.argv[2], sys.argv[3], sys.argv[4:])
+        return profiled_analyzer(sys.argv[2], sys.argv[4:], tree=sys.argv[3], thread_clock=True)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--devices", type=int, default=300,
                         help="devices, each one frame a second (1..2000)")
