@@ -432,6 +432,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
 _BACKGROUND_FIELDS: dict[str, type] = {"bg_t": int, "bg_n": int, "bg_b0": int, "bg": bytes}
 _BEARING_FIELDS = ("br", "bu")  # float or nil (no bearing); checked in _bearing
 _OPTIONAL_FIELDS: dict[str, type] = {"cstep": int, "dg": bytes} | _BACKGROUND_FIELDS
+KNOWN_FIELDS = frozenset(_FIELDS) | frozenset(_OPTIONAL_FIELDS) | frozenset(_BEARING_FIELDS)
 # What a "levels" frame keeps off the wire (wire v4, issue 34): everything but what a sound
 # level meter's display shows with A-weighting. LCeq and LZeq go too: with LAeq they give the
 # spectrum's tilt, from which digits were told apart 23 % of the time (chance 10 %; A-weighted
@@ -567,8 +568,7 @@ def _validated(payload: object) -> Frame:
     unknown = sorted(
         _key_shown(key)
         for key in payload
-        if not isinstance(key, str) or (key not in _FIELDS and key not in _OPTIONAL_FIELDS
-                                        and key not in _BEARING_FIELDS)
+        if not isinstance(key, str) or key not in KNOWN_FIELDS
     )
     if unknown:
         more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
