@@ -18,6 +18,7 @@ from sensor.yamnet_network import DEFAULT_SENSOR_NETWORK_PATH, DEFAULT_YAMNET_PA
 from training.corpus import RATE, Clip
 from training.finetune import (
     DogTop,
+    Examples,
     SensorNetwork,
     at_distance,
     build_examples,
@@ -200,3 +201,29 @@ def test_hard_negatives_and_bed_pieces_are_added_after_what_the_default_recipe_m
     np.testing.assert_array_equal(more.activations[:first], plain.activations[:first])
     # a bed piece is 10 s of the bed alone: YAMNet's 0.96 s patches every 0.48 s
     assert int(np.sum(more.example_of_patch == len(more.kind) - 1)) == 20
+
+
+def test_a_training_seed_redraws_the_training_copies_but_not_the_judged_ones(
+    base: YamnetTorch,
+) -> None:
+    street = "sonyc_street_ambience_01_027029"
+    clips = [
+        _corpus_clip("lugaru_bark2", True, "dog_bark", "bark", "lugaru"),
+        _corpus_clip(street, False, "traffic", "bed-a", "sonyc"),
+        _corpus_clip(street, False, "traffic", "bed-c", "sonyc-held-out"),
+    ]
+    recipe = Recipe(copies=1, other_copies=1, train_from=13)
+    assert recipe.draw_seed == recipe.seed == Recipe(training_seed=recipe.seed).draw_seed
+    first = build_examples(clips, recipe, base, judged=lambda i: i == 0)
+    again = build_examples(clips, Recipe(copies=1, other_copies=1, train_from=13,
+                                         training_seed=7), base, judged=lambda i: i == 0)
+    assert first.kind == again.kind == ["clean", "train-copy", "eval-+0dB", "eval-+10dB",
+                                        "clean", "train-copy", "clean", "train-copy"]
+
+    def patches(examples: Examples, example: int) -> np.ndarray:
+        return examples.activations[examples.example_of_patch == example]
+
+    for example in (0, 2, 3, 4, 6):  # as recorded, and the judged copies
+        np.testing.assert_array_equal(patches(again, example), patches(first, example))
+    for example in (1, 5):  # the training copies: another distance, bed and SNR
+        assert not np.array_equal(patches(again, example), patches(first, example))

@@ -107,7 +107,7 @@ def build_examples(clips: list[CorpusClip], recipe: Recipe, model: YamnetTorch,
     accepts; all by default), then ``recipe.bed_pieces`` pieces of training beds alone, through
     the frozen bottom of ``model``. A clip's copies are the same whichever clips are judged, and
     with the default recipe the same as before the two later fields existed."""
-    rng = np.random.default_rng(recipe.seed)
+    rng = np.random.default_rng(recipe.draw_seed)
     beds_train = [load_audio(c.clip.path) for c in clips
                   if is_background(c) and not is_held_out_background(c)]
     beds_eval = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
@@ -142,7 +142,7 @@ def build_examples(clips: list[CorpusClip], recipe: Recipe, model: YamnetTorch,
                        EVAL_DISTANCE_M), index, f"eval-{snr:+.0f}dB")
         if progress is not None:
             progress(index + 1, len(clips))
-    bed_rng = np.random.default_rng([recipe.seed, 9])
+    bed_rng = np.random.default_rng([recipe.draw_seed, 9])
     bed_clips = [i for i, c in enumerate(clips)
                  if is_background(c) and not is_held_out_background(c)]
     for k in range(recipe.bed_pieces if bed_clips else 0):
@@ -191,8 +191,8 @@ def _patch_ranges(examples: Examples) -> np.ndarray:
 def train_top(base: YamnetTorch, examples: Examples, train: np.ndarray, recipe: Recipe,
               dog_class: int, progress: Callable[[str], None] | None = None) -> DogTop:
     """Fine-tune a :class:`DogTop` on the examples ``train`` (indices)."""
-    torch.manual_seed(recipe.seed)
-    rng = np.random.default_rng(recipe.seed)
+    torch.manual_seed(recipe.draw_seed)
+    rng = np.random.default_rng(recipe.draw_seed)
     top = DogTop(base, block_start(recipe.train_from), dog_class)
     optimiser = torch.optim.Adam([
         {"params": top.convs.parameters(), "lr": recipe.learning_rate},

@@ -48,7 +48,9 @@ def add_finetune_parser(commands: Any) -> Any:
              "examples per step", "learning_rate": "Adam's rate for the blocks",
              "head_learning_rate": "Adam's rate for the dog output", "folds":
              "folds of sources (each trained without its sources)", "seed": "seed of every "
-             "draw", "threads": "PyTorch threads"}
+             "draw and of the sources' folds", "training_seed": "when not 0, the seed of "
+             "the training copies and the training instead (same folds, same evaluation "
+             "copies: a second run of one recipe)", "threads": "PyTorch threads"}
     for field, default in Recipe().__dict__.items():
         parser.add_argument(f"--{field.replace('_', '-')}", type=type(default), default=default,
                             help=f"{helps[field]} (default {default})")

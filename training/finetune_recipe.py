@@ -49,5 +49,13 @@ class Recipe:
     learning_rate: float = 1e-4
     head_learning_rate: float = 1e-3
     folds: int = 5
-    seed: int = 1
+    seed: int = 1  # every draw, and the sources' folds
+    training_seed: int = 0  # when not 0: the training copies' and the training's draws
     threads: int = 2  # PyTorch threads
+
+    @property
+    def draw_seed(self) -> int:
+        """The seed of the training copies, the beds alone and the training itself: another
+        ``training_seed`` trains the same recipe again on the same folds (and judges it on
+        the same evaluation copies), to tell a difference from training noise."""
+        return self.training_seed or self.seed
