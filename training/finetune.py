@@ -220,7 +220,7 @@ def train_top(base: YamnetTorch, examples: Examples, train: np.ndarray, recipe: 
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
         if progress is not None:
             progress(f"epoch {epoch + 1}/{recipe.epochs}: loss {np.mean(losses):.4f}")
     return top.eval()
