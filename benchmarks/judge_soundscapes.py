@@ -76,7 +76,7 @@ from training.corpus import RATE, load_audio  # noqa: E402
 from training.finetune import at_distance, bed_piece, held_out_sources, rms  # noqa: E402
 from training.head_data import (  # noqa: E402
     CorpusClip,
-    _gain_for_snr,
+    gain_for_snr,
     is_background,
     is_held_out_background,
     labels_of_powers,
@@ -128,7 +128,7 @@ def _place(rng: np.random.Generator, scene: Scene, bed: np.ndarray, audio: np.nd
                       rng if rng.random() < 0.5 else None)
     span = slice(at, at + far.size)
     region = np.ones(far.size // HOP + 1, dtype=bool)
-    far = far * _gain_for_snr(far, bed[span], region, snr_db)
+    far = far * gain_for_snr(far, bed[span], region, snr_db)
     scene.samples[span] += far
     if not is_dog:
         return

@@ -50,9 +50,12 @@ def add_finetune_parser(commands: Any) -> Any:
              "folds of sources (each trained without its sources)", "seed": "seed of every "
              "draw and of the sources' folds", "training_seed": "when not 0, the seed of "
              "the training copies and the training instead (same folds, same evaluation "
-             "copies: a second run of one recipe)", "threads": "PyTorch threads"}
+             "copies: a second run of one recipe)", "threads": "PyTorch threads",
+             "snr_of": "what a training copy's SNR is of: clip (its RMS over the whole clip) "
+             "or bark (its prominent steps, as the soundscapes measure a bark's own SNR)"}
     for field, default in Recipe().__dict__.items():
         parser.add_argument(f"--{field.replace('_', '-')}", type=type(default), default=default,
+                            choices=("clip", "bark") if field == "snr_of" else None,
                             help=f"{helps[field]} (default {default})")
     return parser
 

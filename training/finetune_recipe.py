@@ -9,10 +9,12 @@ Recipe:
   applied per FFT bin), a ground reflection (source 0.5 m, microphone 2 m above grass,
   reflection factor 0.6-0.9, its delay from the path difference), reverberation half the time
   (``training.augment``), mixed into a real background bed at -5..+20 dB SNR (RMS over the
-  clip) with the microphone's self-noise (-85..-75 dBFS white). Spherical spreading only
-  changes the level, which the SNR draw sets. Other sounds are placed the same way, so being
-  mixed says nothing about being a dog; ``other_copies`` of each of them (hard negatives:
-  the confusions that cost false alarms are placed animals, voices and machines), and
+  clip; with ``snr_of = "bark"``, of the clip's prominent steps over the bed, as the
+  soundscapes measure a bark's own SNR) with the microphone's self-noise (-85..-75 dBFS
+  white). Spherical spreading only changes the level, which the SNR draw sets. Other sounds
+  are placed the same way, so being mixed says nothing about being a dog; ``other_copies``
+  of each of them (hard negatives: the confusions that cost false alarms are placed
+  animals, voices and machines), and
   ``bed_pieces`` 10 s pieces of the training beds alone, with self-noise (a city street
   with nothing in it must score no dog either; a clip is cut at 10 s, so a long bed
   otherwise gives only its first 10 s). Beds come from background recordings that are never
@@ -52,6 +54,7 @@ class Recipe:
     seed: int = 1  # every draw, and the sources' folds
     training_seed: int = 0  # when not 0: the training copies' and the training's draws
     threads: int = 2  # PyTorch threads
+    snr_of: str = "clip"  # a training copy's SNR: of the whole clip's RMS, or "bark" (below)
 
     @property
     def draw_seed(self) -> int:

@@ -184,7 +184,7 @@ def labels_of_powers(src_db: np.ndarray, bg_db: np.ndarray, region: np.ndarray) 
     return labels
 
 
-def _gain_for_snr(placed: np.ndarray, background: np.ndarray, region: np.ndarray,
+def gain_for_snr(placed: np.ndarray, background: np.ndarray, region: np.ndarray,
                   snr_db: float) -> float:  # fmt: skip
     """Gain on ``placed`` that puts its prominent steps ``snr_db`` over the background."""
     src_db = _power_db(_highpass(placed))
@@ -230,7 +230,7 @@ def mixed_stream(
             background += piece * (1.0 if k == 0 else 10 ** (rng.uniform(-15.0, 0.0) / 20))
             used.append(bg_source)
         snr_db = float(rng.uniform(*SNR_RANGE_DB))
-        placed *= _gain_for_snr(placed, background, region, snr_db)
+        placed *= gain_for_snr(placed, background, region, snr_db)
     labels = dog_step_labels(placed, background, region) if is_dog else np.zeros(n // HOP, np.int8)
     level = rng.uniform(*LEVEL_RANGE_DBFS)
     return scaled_to_dbfs(placed + background, level), labels, snr_db, used
@@ -407,7 +407,7 @@ def soundscape(rng: np.random.Generator, sounds: list[np.ndarray], beds: list[np
         placed = np.zeros(sound.size)
         placed[:] = sound
         region = np.ones(sound.size // HOP + 1, dtype=bool)
-        gain = _gain_for_snr(placed, bed[span], region, float(rng.uniform(*snr_db)))
+        gain = gain_for_snr(placed, bed[span], region, float(rng.uniform(*snr_db)))
         mix[span] += placed * gain
         if is_dog:
             src_db, bg_db = step_powers_db(placed * gain, bed[span])

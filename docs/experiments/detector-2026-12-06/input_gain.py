@@ -5,7 +5,7 @@ from sensor.yamnet_network import YamnetNetwork, dog_class_indices, load_class_n
 from sensor.yamnet_features import clip_patches
 from training.corpus import RATE, load_audio
 from training.finetune import held_out_sources, at_distance, bed_piece, rms
-from training.head_data import read_corpora, is_background, is_held_out_background, _gain_for_snr
+from training.head_data import read_corpora, is_background, is_held_out_background, gain_for_snr
 from training.head_eval import clip_figures
 held = held_out_sources(Path(sys.argv[1])); net = Path(sys.argv[2])
 C = Path("/work/shared/corpus")
@@ -25,7 +25,7 @@ for i, c in enumerate(mine):
     far = at_distance(a, 30.0, 0.75, rng if rng.random() < 0.5 else None)
     region = np.ones(far.size // 320 + 1, bool)
     x = bed.copy(); seg = slice(RATE, RATE + far.size)
-    x[seg] += far * _gain_for_snr(far, bed[seg], region, 5.0)
+    x[seg] += far * gain_for_snr(far, bed[seg], region, 5.0)
     for g in gains:
         o = network.run(clip_patches(np.clip(x * 10 ** (g / 20), -1, 1)))
         res[g].append((o.dog_logits.max(), o.scores[:, dogi].max()))
