@@ -12,9 +12,10 @@ network never saw, through the analyzer's own pipeline (issue 39, deliverable 3)
   bouts of 2-4 clips 0.5-3 s apart, bouts 60-90 s apart, each clip placed 20-60 m away as
   ``training.finetune.placed`` places a training copy (ISO 9613-1 air absorption, a ground
   reflection, reverberation half the time), at an SNR drawn in the band, into held-out
-  background beds (``training.head_data.is_held_out_background``; never a training bed).
+  background beds (``training.head_data.is_held_out_background``; never a training bed),
+  another bed from 30 s before each bout (``--beds-per scene``: one bed looped for the scene).
 - **A confuser scene**: the sources' other clips (every kind but background), 1-8 s apart,
-  5-40 m away, 0..+20 dB over the same beds.
+  5-40 m away, 0..+20 dB over the same beds (another every minute).
 
 Each scene is written as a 48 kHz FLAC and measured as ``barkwatch analyze`` measures a file
 (``analyzer.offline.analysis.frames_of_file``: the sensor's frame builder and networks, the
@@ -96,6 +97,12 @@ STEP_S = HOP / RATE
 SCENE_RATE_HZ = 48000
 FULL_SCALE_DB = 100.0
 BOUT_GAP_S = 60.0  # barks closer than this belong to one bout (issue 39)
+# A scene's background: a held-out bed is 4-30 s long (median 4 s), so one bed looped for a
+# 70 min scene made each band's figures those of one recording. Another bed per bout (dog
+# scenes) or per minute (the confuser scene), crossfaded.
+BEDS_PER = ("bout", "scene")
+BED_CROSSFADE_S = 1.0
+CONFUSER_BED_S = 60.0
 TUNED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7), (0.95, 0.8))
 FUSED_WEIGHTS = ((0.5, 0.5), (0.35, 0.65))  # (A on the CNN, B on the fine-tuned score)
 FUSED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7))
@@ -141,45 +148,87 @@ def _place(rng: np.random.Generator, scene: Scene, bed: np.ndarray, audio: np.nd
     scene.own_snr[first:first + n] = (src_db - bg_db)[:n]
 
 
-def _empty(name: str, n: int, beds: list[np.ndarray], rng: np.random.Generator) -> Scene:
-    bed = bed_piece(rng, beds, n)
-    bed = bed / max(rms(bed), 1e-9) * 10 ** (-35 / 20)
+def _empty(name: str, n: int, beds: list[np.ndarray], rng: np.random.Generator,
+           cuts: list[int] | None = None, bed_rng: np.random.Generator | None = None) -> Scene:
+    """A scene of ``n`` samples of held-out bed at -35 dBFS RMS: one bed drawn with ``rng``
+    (``cuts`` None), or a new bed drawn with ``bed_rng`` at each sample of ``cuts``, each
+    piece at -35 dBFS, crossfaded over ``BED_CROSSFADE_S``."""
+    if cuts is None or bed_rng is None:
+        bed = bed_piece(rng, beds, n)
+        bed = bed / max(rms(bed), 1e-9) * 10 ** (-35 / 20)
+    else:
+        bed = _bed_track(bed_rng, beds, n, cuts)
     return Scene(name, bed.copy(), np.zeros(n // HOP, np.int8), np.full(n // HOP, np.nan))
 
 
+def _bed_track(rng: np.random.Generator, beds: list[np.ndarray], n: int,
+               cuts: list[int]) -> np.ndarray:
+    """``n`` samples of held-out beds, another one from each cut on (each at -35 dBFS RMS),
+    consecutive pieces crossfaded with equal power."""
+    fade = int(BED_CROSSFADE_S * RATE)
+    edges = [0, *sorted(c for c in set(cuts) if fade < c < n - fade), n]
+    out = np.zeros(n)
+    ramp = np.sin(np.linspace(0, np.pi / 2, fade)) if fade else np.zeros(0)
+    for first, (start, end) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
+        begin = start - (0 if first == 0 else fade)  # overlaps the piece before by the fade
+        piece = bed_piece(rng, beds, end - begin)
+        piece = piece / max(rms(piece), 1e-9) * 10 ** (-35 / 20)
+        if first and fade:
+            piece[:fade] = piece[:fade] * ramp
+            out[begin:start] *= ramp[::-1]
+        out[begin:end] += piece
+    return out
+
+
 def dog_scene(band: tuple[float, float], dogs: list[np.ndarray], beds: list[np.ndarray],
-              seed: int) -> Scene:
-    """The dog clips in bouts into a held-out bed, each at an SNR drawn in ``band``."""
+              seed: int, beds_per: str = "bout") -> Scene:
+    """The dog clips in bouts into held-out beds, each at an SNR drawn in ``band``; ``beds_per``
+    "bout": another bed from 30 s before each bout, "scene": one bed (looped) for the whole
+    scene, as before 2026-12-06 (the clips, their places and SNRs are the same either way)."""
     rng = np.random.default_rng([seed, int(band[0] + 100)])
     order = rng.permutation(len(dogs))
     plan: list[tuple[int, int]] = []  # (clip, start sample)
+    cuts: list[int] = []
     at, i = 0, 0
     while i < len(order):
         at += int(rng.uniform(60.0, 90.0) * RATE)
+        cuts.append(at - 30 * RATE)
         for _ in range(int(rng.integers(2, 5))):
             if i == len(order):
                 break
             plan.append((int(order[i]), at))
             at += dogs[order[i]].size + int(rng.uniform(0.5, 3.0) * RATE)
             i += 1
-    scene = _empty(f"dogs {band[0]:+.0f}..{band[1]:+.0f} dB", at + 30 * RATE, beds, rng)
+    scene = _empty(f"dogs {band[0]:+.0f}..{band[1]:+.0f} dB", at + 30 * RATE, beds, rng,
+                   *_per_bout(beds_per, cuts, [seed, int(band[0] + 100), 11]))
     bed = scene.samples.copy()
     for clip, start in plan:
         _place(rng, scene, bed, dogs[clip], start, (20.0, 60.0), rng.uniform(*band), True)
     return scene
 
 
+def _per_bout(beds_per: str, cuts: list[int], seed: list[int]
+              ) -> tuple[list[int] | None, np.random.Generator | None]:
+    if beds_per not in BEDS_PER:
+        raise ValueError(f"beds_per must be one of {', '.join(BEDS_PER)}, not {beds_per!r}")
+    return (cuts, np.random.default_rng(seed)) if beds_per == "bout" else (None, None)
+
+
 def confuser_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int,
-                   labels: list[str] | None = None) -> Scene:
+                   labels: list[str] | None = None, beds_per: str = "bout") -> Scene:
     """Every other clip one after another, 1-8 s apart, at 0..+20 dB, 5-40 m away
-    (``labels``: each clip's corpus label, kept to name the false alarms)."""
+    (``labels``: each clip's corpus label, kept to name the false alarms); ``beds_per``
+    "bout": another bed every ``CONFUSER_BED_S``, "scene": one bed for the whole scene."""
     rng = np.random.default_rng([seed, 7])
     starts, at = [], 0
     for audio in others:
         at += int(rng.uniform(1.0, 8.0) * RATE)
         starts.append(at)
         at += audio.size
-    scene = _empty("confusers", at + 10 * RATE, beds, rng)
+    n = at + 10 * RATE
+    scene = _empty("confusers", n, beds, rng, *_per_bout(
+        beds_per, list(range(int(CONFUSER_BED_S * RATE), n, int(CONFUSER_BED_S * RATE))),
+        [seed, 7, 11]))
     bed = scene.samples.copy()
     for audio, start in zip(others, starts, strict=True):
         _place(rng, scene, bed, audio, start, (5.0, 40.0), rng.uniform(0.0, 20.0), False)
@@ -369,6 +418,10 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="ONNX", help="the sensor's fine-tuned network (default the "
                         "bundled models/dog_yamnet.onnx; another: barkwatch-train finetune "
                         "--export)")
+    parser.add_argument("--beds-per", choices=BEDS_PER, default="bout",
+                        help="another held-out bed for each bout (and each minute of the "
+                        "confuser scene; default), or one bed looped for a whole scene (the "
+                        "figures before 2026-12-06)")
     parser.add_argument("--detectors", metavar="A,B",
                         help="judge only the detectors whose names start with one of these")
     parser.add_argument("--write-head", metavar="NAME=PATH",
@@ -396,9 +449,9 @@ def main(argv: list[str] | None = None) -> int:
              len(dogs), len(others), len(beds))
     dog_audio = [load_audio(c.clip.path)[:10 * RATE] for c in dogs]
     other_audio = [load_audio(c.clip.path)[:10 * RATE] for c in others]
-    scenes = [dog_scene(band, dog_audio, beds, args.seed) for band in BANDS_DB]
+    scenes = [dog_scene(band, dog_audio, beds, args.seed, args.beds_per) for band in BANDS_DB]
     scenes.append(confuser_scene(other_audio, beds, args.seed,
-                                 [c.clip.label for c in others]))
+                                 [c.clip.label for c in others], args.beds_per))
     chosen = detectors()
     if args.detectors:
         prefixes = tuple(args.detectors.split(","))
@@ -419,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                      cnn_only)))
     report: dict[str, Any] = {
         "sensor_network": str(args.sensor_network), "held_out_sources": len(held),
-        "dog_clips": len(dogs), "other_clips": len(others),
+        "dog_clips": len(dogs), "other_clips": len(others), "beds_per": args.beds_per,
         "scenes": {s.name: round(s.labels.size * STEP_S / 60, 1) for s in scenes},
         "seconds": round(time.monotonic() - started),
         "detectors": {name: {"dog scenes": summed(kinds["dogs"]),

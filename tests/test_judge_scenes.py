@@ -1,0 +1,61 @@
+"""The held-out soundscapes of benchmarks/judge_soundscapes.py: another bed for each bout, and
+the same clips, places and SNRs as a scene of one bed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.judge_soundscapes import BED_CROSSFADE_S, _bed_track, confuser_scene, dog_scene
+from training.corpus import RATE
+
+
+def _beds() -> list[np.ndarray]:
+    """Four 4 s beds, each a tone of its own (which bed plays is its frequency)."""
+    t = np.arange(4 * RATE) / RATE
+    return [np.sin(2 * np.pi * f * t) * a for f, a in ((200, 0.1), (700, 1.0), (1900, 0.01),
+                                                        (3300, 0.5))]
+
+
+def _frequency(x: np.ndarray) -> float:
+    return float(np.argmax(np.abs(np.fft.rfft(x))) * RATE / x.size)
+
+
+def test_a_bed_track_changes_bed_at_each_cut_at_the_same_level_and_power() -> None:
+    beds, fade = _beds(), int(BED_CROSSFADE_S * RATE)
+    cuts = [20 * RATE, 40 * RATE, 60 * RATE]
+    track = _bed_track(np.random.default_rng(3), beds, 80 * RATE, cuts)
+    assert track.size == 80 * RATE
+    pieces = [track[a + fade:b - fade] for a, b in zip([0, *cuts], [*cuts, 80 * RATE],
+                                                       strict=True)]
+    for piece in pieces:  # each piece one bed, at -35 dBFS RMS whatever the bed's own level
+        assert 20 * np.log10(np.sqrt(np.mean(piece**2))) == pytest.approx(-35, abs=0.1)
+        assert _frequency(piece) in (200, 700, 1900, 3300)
+    assert len({_frequency(p) for p in pieces}) > 1
+    for cut in cuts:  # equal-power crossfade: the level holds through it (two uncorrelated
+        # tones, or one bed continuing into itself, within 3 dB)
+        level = 20 * np.log10(np.sqrt(np.mean(track[cut - fade:cut] ** 2)))
+        assert -38.1 < level < -31.9
+
+
+def test_a_dog_scene_puts_the_same_barks_in_the_same_places_whatever_its_beds() -> None:
+    rng = np.random.default_rng(1)
+    t = np.arange(int(0.3 * RATE)) / RATE
+    dogs = [np.concatenate([np.zeros(RATE // 2), np.sin(2 * np.pi * f * t) * 0.3,
+                            np.zeros(RATE // 2)]) for f in rng.uniform(400, 1200, 6)]
+    per_bout = dog_scene((5.0, 10.0), dogs, _beds(), seed=4)
+    one_bed = dog_scene((5.0, 10.0), dogs, _beds(), seed=4, beds_per="scene")
+    # each clip's region (1: its dog steps, -1: the rest of it) in the same place; which of its
+    # steps stand out of the bed depends on the bed under it
+    np.testing.assert_array_equal(per_bout.labels != 0, one_bed.labels != 0)
+    assert per_bout.samples.size == one_bed.samples.size
+    assert np.count_nonzero(per_bout.labels == 1) > 0
+    # one bed looped is one frequency throughout; per bout, more than one
+    seconds = [slice(s * RATE, (s + 1) * RATE) for s in range(0, per_bout.samples.size // RATE,
+                                                              7)]
+    assert len({_frequency(one_bed.samples[s]) for s in seconds if not per_bout.labels[
+        s.start // 320:s.stop // 320].any()}) == 1
+    assert len({_frequency(per_bout.samples[s]) for s in seconds if not per_bout.labels[
+        s.start // 320:s.stop // 320].any()}) > 1
+    with pytest.raises(ValueError, match="beds_per must be one of bout, scene"):
+        confuser_scene(dogs, _beds(), 1, beds_per="clip")
