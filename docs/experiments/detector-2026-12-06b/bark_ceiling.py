@@ -7,7 +7,11 @@ length, its own SNR, and whether any bark of the same placed clip was found. Pri
 by the bark's own SNR for each detector and for their union, by length, and per clip.
 
     .venv/bin/python docs/experiments/detector-2026-12-06b/bark_ceiling.py \\
-        REPORT.json NETWORK.onnx CACHE_DIR SEED
+        REPORT.json NETWORK.onnx CACHE_DIR SEED [bout|scene]
+
+The last argument is the judge's ``--beds-per`` (default bout). Outputs as run (fold 3, the
+``--snr-of bark`` network, seed 1): ``bark_ceiling_fold3_scene.txt`` (one bed per scene, as the
+judge was until 2026-12-06) and ``bark_ceiling_fold3_bouts.txt``.
 """
 
 import sys
@@ -26,6 +30,7 @@ from training.validate import runs  # noqa: E402
 
 report, network, cache, seed = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), int(
     sys.argv[4])
+beds_per = sys.argv[5] if len(sys.argv) > 5 else "bout"
 NAMES = ("shipped", "tuned@0.5/0.3", "fused 0.5/0.5@0.5/0.3", "cnn")
 held = J.held_out_sources(report)
 clips = J.read_corpora(list(J.DEFAULT_CORPORA))
@@ -53,7 +58,7 @@ kept = []  # (band, scene, frames, placed clips)
 with tempfile.TemporaryDirectory() as workdir:
     for band in J.BANDS_DB:
         placed_at.clear()
-        scene = J.dog_scene(band, audio, beds, seed)
+        scene = J.dog_scene(band, audio, beds, seed, beds_per)
         frames = J.measured(scene, Path(workdir), cache, network)
         kept.append((band, scene, frames, list(placed_at)))
         found = {n: J._hits(runs(scene.labels == 1, 0.1), J.events_of(frames, *d))
