@@ -386,6 +386,18 @@ def summed(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def drawn_clips(clips: list[CorpusClip], held: frozenset[str], seed: int, max_dogs: int = 150,
+                max_others: int = 600) -> tuple[list[CorpusClip], list[CorpusClip]]:
+    """The held-out sources' dog clips and other clips (no steady backgrounds) that a judged
+    seed places, at most ``max_dogs`` and ``max_others``, in corpus order."""
+    mine = [c for c in clips if c.source_key in held and not is_background(c)]
+    rng = np.random.default_rng(seed)
+    dogs = [c for c in mine if c.clip.is_dog]
+    others = [c for c in mine if not c.clip.is_dog]
+    return ([dogs[i] for i in sorted(rng.permutation(len(dogs))[:max_dogs])],
+            [others[i] for i in sorted(rng.permutation(len(others))[:max_others])])
+
+
 def write_head(parser: argparse.ArgumentParser, spec: str) -> int:
     """``--write-head NAME=PATH``: the judged detector as a head file."""
     name, _, path = spec.rpartition("=")
@@ -439,12 +451,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--held-out {error}")
     clips: list[CorpusClip] = read_corpora(list(args.corpus or DEFAULT_CORPORA))
     beds = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
-    mine = [c for c in clips if c.source_key in held and not is_background(c)]
-    rng = np.random.default_rng(args.seed)
-    dogs = [c for c in mine if c.clip.is_dog]
-    others = [c for c in mine if not c.clip.is_dog]
-    dogs = [dogs[i] for i in sorted(rng.permutation(len(dogs))[:args.max_dog_clips])]
-    others = [others[i] for i in sorted(rng.permutation(len(others))[:args.max_other_clips])]
+    dogs, others = drawn_clips(clips, held, args.seed, args.max_dog_clips, args.max_other_clips)
     log.info("%d held-out sources: %d dog clips, %d other clips; %d beds", len(held),
              len(dogs), len(others), len(beds))
     dog_audio = [load_audio(c.clip.path)[:10 * RATE] for c in dogs]

@@ -5,7 +5,7 @@ tests/test_review_browser.py; a screenshot goes to $BARKWATCH_TEST_ARTIFACTS/rev
 
 from __future__ import annotations
 
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import JavascriptException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -17,6 +17,14 @@ from tests.test_review_browser import OFFICER, Site, browser, shot, sign_in, sit
 __all__ = ["browser", "site"]  # the module-scoped fixtures, one of each for this module
 
 NS = 1_000_000_000
+
+
+def _class_of(driver: WebDriver, element_id: str) -> str:
+    """The class attribute of the element with this id now ('' while there is none)."""
+    found = driver.execute_script(
+        "const e = document.getElementById(arguments[0]); return e ? e.className : '';",
+        element_id)
+    return str(found or "")
 
 
 def _rejudged(driver: WebDriver) -> list[str]:
@@ -38,10 +46,12 @@ def test_an_officer_rejects_barks_and_reads_that_the_finding_no_longer_holds(
         Select(row.find_element(By.NAME, "verdict")).select_by_value("rejected")
         row.find_element(By.NAME, "reason").send_keys(f"a door slamming at {t_s} s")
         row.find_element(By.TAG_NAME, "button").click()
-        # the page reloads under the wait: an element found on the old page goes stale
-        WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
-            lambda d, t=t_s: "rejected" in d.find_element(
-                By.ID, f"event-{T0 + t * NS}-bark").get_attribute("class"))
+        # the page reloads under the wait: the row's class is read in one script call, so no
+        # element of the old page is held across the reload (Chromium then answers "Node with
+        # given id does not belong to the document", not a stale element)
+        # (a script run while the old page unloads may fail: the wait tries again)
+        WebDriverWait(browser, 30, ignored_exceptions=(JavascriptException,)).until(
+            lambda d, t=t_s: "rejected" in _class_of(d, f"event-{T0 + t * NS}-bark"))
     assert browser.current_url == finding + "#events"
     assert "Recorded verdict #" in browser.find_element(By.ID, "flash").text
     what, met, longest, counted = _rejudged(browser)
