@@ -102,6 +102,7 @@ BOUT_GAP_S = 60.0  # barks closer than this belong to one bout (issue 39)
 # scenes) or per minute (the confuser scene), crossfaded.
 BEDS_PER = ("bout", "scene")
 BED_CROSSFADE_S = 1.0
+BED_DBFS = -35.0  # every bed piece's RMS
 CONFUSER_BED_S = 60.0
 TUNED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7), (0.95, 0.8))
 FUSED_WEIGHTS = ((0.5, 0.5), (0.35, 0.65))  # (A on the CNN, B on the fine-tuned score)
@@ -148,32 +149,39 @@ def _place(rng: np.random.Generator, scene: Scene, bed: np.ndarray, audio: np.nd
     scene.own_snr[first:first + n] = (src_db - bg_db)[:n]
 
 
-def _empty(name: str, n: int, beds: list[np.ndarray], rng: np.random.Generator,
-           cuts: list[int] | None = None, bed_rng: np.random.Generator | None = None) -> Scene:
-    """A scene of ``n`` samples of held-out bed at -35 dBFS RMS: one bed drawn with ``rng``
-    (``cuts`` None), or a new bed drawn with ``bed_rng`` at each sample of ``cuts``, each
-    piece at -35 dBFS, crossfaded over ``BED_CROSSFADE_S``."""
-    if cuts is None or bed_rng is None:
-        bed = bed_piece(rng, beds, n)
-        bed = bed / max(rms(bed), 1e-9) * 10 ** (-35 / 20)
-    else:
-        bed = _bed_track(bed_rng, beds, n, cuts)
-    return Scene(name, bed.copy(), np.zeros(n // HOP, np.int8), np.full(n // HOP, np.nan))
+def _empty(name: str, bed: np.ndarray) -> Scene:
+    return Scene(name, bed.copy(), np.zeros(bed.size // HOP, np.int8),
+                 np.full(bed.size // HOP, np.nan))
+
+
+def _at_bed_level(piece: np.ndarray) -> np.ndarray:
+    return piece / max(rms(piece), 1e-9) * 10 ** (BED_DBFS / 20)
+
+
+def _bed(beds: list[np.ndarray], n: int, beds_per: str, rng: np.random.Generator,
+         seed: list[int], cuts: list[int]) -> np.ndarray:
+    """``n`` samples of held-out bed at ``BED_DBFS`` RMS: "scene", one bed drawn with the
+    scene's ``rng`` (looped); "bout", another from each of ``cuts`` on, drawn with a generator
+    of its own (``seed``), so the scene's other draws are the same either way."""
+    if beds_per == "scene":
+        return _at_bed_level(bed_piece(rng, beds, n))
+    if beds_per == "bout":
+        return _bed_track(np.random.default_rng(seed), beds, n, cuts)
+    raise ValueError(f"beds_per must be one of {', '.join(BEDS_PER)}, not {beds_per!r}")
 
 
 def _bed_track(rng: np.random.Generator, beds: list[np.ndarray], n: int,
                cuts: list[int]) -> np.ndarray:
-    """``n`` samples of held-out beds, another one from each cut on (each at -35 dBFS RMS),
-    consecutive pieces crossfaded with equal power."""
+    """``n`` samples of held-out beds, another one from each cut on (each at ``BED_DBFS``
+    RMS), consecutive pieces crossfaded with equal power."""
     fade = int(BED_CROSSFADE_S * RATE)
     edges = [0, *sorted(c for c in set(cuts) if fade < c < n - fade), n]
     out = np.zeros(n)
-    ramp = np.sin(np.linspace(0, np.pi / 2, fade)) if fade else np.zeros(0)
+    ramp = np.sin(np.linspace(0, np.pi / 2, fade))
     for first, (start, end) in enumerate(zip(edges[:-1], edges[1:], strict=True)):
         begin = start - (0 if first == 0 else fade)  # overlaps the piece before by the fade
-        piece = bed_piece(rng, beds, end - begin)
-        piece = piece / max(rms(piece), 1e-9) * 10 ** (-35 / 20)
-        if first and fade:
+        piece = _at_bed_level(bed_piece(rng, beds, end - begin))
+        if first:
             piece[:fade] = piece[:fade] * ramp
             out[begin:start] *= ramp[::-1]
         out[begin:end] += piece
@@ -199,19 +207,13 @@ def dog_scene(band: tuple[float, float], dogs: list[np.ndarray], beds: list[np.n
             plan.append((int(order[i]), at))
             at += dogs[order[i]].size + int(rng.uniform(0.5, 3.0) * RATE)
             i += 1
-    scene = _empty(f"dogs {band[0]:+.0f}..{band[1]:+.0f} dB", at + 30 * RATE, beds, rng,
-                   *_per_bout(beds_per, cuts, [seed, int(band[0] + 100), 11]))
+    scene = _empty(f"dogs {band[0]:+.0f}..{band[1]:+.0f} dB",
+                   _bed(beds, at + 30 * RATE, beds_per, rng, [seed, int(band[0] + 100), 11],
+                        cuts))
     bed = scene.samples.copy()
     for clip, start in plan:
         _place(rng, scene, bed, dogs[clip], start, (20.0, 60.0), rng.uniform(*band), True)
     return scene
-
-
-def _per_bout(beds_per: str, cuts: list[int], seed: list[int]
-              ) -> tuple[list[int] | None, np.random.Generator | None]:
-    if beds_per not in BEDS_PER:
-        raise ValueError(f"beds_per must be one of {', '.join(BEDS_PER)}, not {beds_per!r}")
-    return (cuts, np.random.default_rng(seed)) if beds_per == "bout" else (None, None)
 
 
 def confuser_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int,
@@ -225,10 +227,9 @@ def confuser_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int,
         at += int(rng.uniform(1.0, 8.0) * RATE)
         starts.append(at)
         at += audio.size
-    n = at + 10 * RATE
-    scene = _empty("confusers", n, beds, rng, *_per_bout(
-        beds_per, list(range(int(CONFUSER_BED_S * RATE), n, int(CONFUSER_BED_S * RATE))),
-        [seed, 7, 11]))
+    n, every = at + 10 * RATE, int(CONFUSER_BED_S * RATE)
+    scene = _empty("confusers", _bed(beds, n, beds_per, rng, [seed, 7, 11],
+                                     list(range(every, n, every))))
     bed = scene.samples.copy()
     for audio, start in zip(others, starts, strict=True):
         _place(rng, scene, bed, audio, start, (5.0, 40.0), rng.uniform(0.0, 20.0), False)

@@ -46,10 +46,9 @@ def test_an_officer_rejects_barks_and_reads_that_the_finding_no_longer_holds(
         Select(row.find_element(By.NAME, "verdict")).select_by_value("rejected")
         row.find_element(By.NAME, "reason").send_keys(f"a door slamming at {t_s} s")
         row.find_element(By.TAG_NAME, "button").click()
-        # the page reloads under the wait: the row's class is read in one script call, so no
-        # element of the old page is held across the reload (Chromium then answers "Node with
-        # given id does not belong to the document", not a stale element)
-        # (a script run while the old page unloads may fail: the wait tries again)
+        # the page reloads under the wait: one script call reads the row's class, so no element
+        # of the old page is held across the reload (Chromium answers "Node with given id does
+        # not belong to the document"); a script run while the page unloads is tried again
         WebDriverWait(browser, 30, ignored_exceptions=(JavascriptException,)).until(
             lambda d, t=t_s: "rejected" in _class_of(d, f"event-{T0 + t * NS}-bark"))
     assert browser.current_url == finding + "#events"

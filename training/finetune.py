@@ -22,7 +22,7 @@ from sensor.yamnet_features import clip_patches
 from sensor.yamnet_network import load_class_names
 from training.augment import _reverb
 from training.corpus import RATE, load_audio, unit_hash
-from training.finetune_recipe import Recipe
+from training.finetune_recipe import SNR_OF, Recipe
 from training.head_data import CorpusClip, gain_for_snr, is_background, is_held_out_background
 from training.head_eval import clip_figures
 from training.trainset import HOP
@@ -78,12 +78,12 @@ def placed(rng: np.random.Generator, x: np.ndarray, bed: np.ndarray, snr_db: flo
     about 15 dB higher over the bed with "clip" than its nominal SNR."""
     y = at_distance(x, distance_m, rng.uniform(0.6, 0.9), rng if rng.random() < 0.5 else None)
     bed = bed[: y.size] / max(rms(bed), 1e-9) * 10 ** (-35 / 20)
+    if snr_of not in SNR_OF:
+        raise ValueError(f"snr_of must be 'clip' or 'bark', not {snr_of!r}")
     if snr_of == "bark":
         y = y * gain_for_snr(y, bed, np.ones(y.size // HOP + 1, dtype=bool), snr_db)
-    elif snr_of == "clip":
-        y = y / max(rms(y), 1e-9) * rms(bed) * 10 ** (snr_db / 20)
     else:
-        raise ValueError(f"snr_of must be 'clip' or 'bark', not {snr_of!r}")
+        y = y / max(rms(y), 1e-9) * rms(bed) * 10 ** (snr_db / 20)
     noise = rng.standard_normal(y.size) * 10 ** (rng.uniform(*SELF_NOISE_DBFS) / 20)
     return np.asarray(y + bed + noise)
 

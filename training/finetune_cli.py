@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import training.finetune_recipe
-from training.finetune_recipe import Recipe
+from training.finetune_recipe import SNR_OF, Recipe
 
 
 def add_finetune_parser(commands: Any) -> Any:
@@ -55,7 +55,7 @@ def add_finetune_parser(commands: Any) -> Any:
              "or bark (its prominent steps, as the soundscapes measure a bark's own SNR)"}
     for field, default in Recipe().__dict__.items():
         parser.add_argument(f"--{field.replace('_', '-')}", type=type(default), default=default,
-                            choices=("clip", "bark") if field == "snr_of" else None,
+                            choices=SNR_OF if field == "snr_of" else None,
                             help=f"{helps[field]} (default {default})")
     return parser
 

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+SNR_OF = ("clip", "bark")  # what a training copy's SNR is of (Recipe.snr_of)
+
 
 @dataclass(frozen=True)
 class Recipe:

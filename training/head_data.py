@@ -185,7 +185,7 @@ def labels_of_powers(src_db: np.ndarray, bg_db: np.ndarray, region: np.ndarray) 
 
 
 def gain_for_snr(placed: np.ndarray, background: np.ndarray, region: np.ndarray,
-                  snr_db: float) -> float:  # fmt: skip
+                 snr_db: float) -> float:  # fmt: skip
     """Gain on ``placed`` that puts its prominent steps ``snr_db`` over the background."""
     src_db = _power_db(_highpass(placed))
     active = prominent_steps(src_db, region[: src_db.size])
