@@ -435,19 +435,28 @@ class FramePublisher:
 
     def _publish_waiting(self) -> int:
         room = self.max_inflight - len(self._inflight)
-        if self.confirm == CONFIRM_BY_ANALYZER:  # at most max_unconfirmed out at once
-            room = min(room, self.max_unconfirmed - len(self._inflight) - len(self._unconfirmed))
         if room <= 0 or time.monotonic() < self._retry_at:
             return 0
         after = max(max(self._inflight.values(), default=-1), self._unconfirmed.highest())
-        rows = self._overdue(room) if self.confirm == CONFIRM_BY_ANALYZER else []
-        rows += self.outbox.peek(room - len(rows), after_seq=after) if room > len(rows) else []
+        rows: list[tuple[int, bytes]] = []
+        if self.confirm == CONFIRM_BY_ANALYZER:
+            # Copies of frames already out come first and do not count against
+            # max_unconfirmed again: with that many out and all lost (a broker that dropped
+            # them), waiting for room would wait for ever.
+            rows = self._overdue(room)
+            out = len(self._inflight) + len(self._unconfirmed) + len(rows)
+            room = min(room - len(rows), self.max_unconfirmed - out)
+        rows += self.outbox.peek(room, after_seq=after) if room > 0 else []
         if not rows and self._inflight:
             return 0
-        for seq, payload in rows:
+        for index, (seq, payload) in enumerate(rows):
             info = self.client.publish(frame_topic(self.device_id), payload, qos=1)
             if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
                 log.warning("publish of frame %d failed (%s); will retry", seq, info.rc)
+                for unsent, _ in rows[index:]:  # overdue copies wait their turn again
+                    if unsent in self._attempts:
+                        self._unconfirmed.sent(unsent, time.monotonic(),
+                                               self._attempts.pop(unsent) - 1)
                 break
             # NO_CONN: paho keeps QoS 1 messages and sends them after reconnecting.
             self._inflight[info.mid] = seq

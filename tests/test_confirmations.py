@@ -123,6 +123,36 @@ def test_frames_the_broker_acknowledged_and_then_dropped_are_lost_only_without_c
         second.stop()
 
 
+def test_a_sensor_with_max_unconfirmed_frames_out_and_all_lost_sends_them_again(
+    small_queue: Broker, tmp_path: Path
+) -> None:
+    # No analyzer session yet: the broker acknowledges every frame and keeps none. With as
+    # many frames out as max_unconfirmed, their copies must go out all the same (they once
+    # waited for room that only a confirmation frees, and no confirmation could come).
+    outbox = Outbox(tmp_path / "outbox.sqlite")
+    for frame in frames_of("lost-1", 8):
+        outbox.put(frame.seq, encode_frame(frame))
+    sensor = FramePublisher(
+        "lost-1", MqttSettings(port=small_queue.port, keepalive_s=5, reconnect_max_s=1),
+        outbox, heartbeat_interval_s=3600, max_unconfirmed=8, confirm_timeout_s=1.0,
+        confirm_resend_max_s=2.0)
+    sensor.start()
+    analyzer = Analyzer(_analyzer_config(small_queue))
+    try:
+        wait_until(lambda: sensor.acknowledged >= 8, timeout_s=30,
+                   what="the broker to acknowledge the 8 frames")
+        assert sensor.heartbeat()["unconfirmed"] == 8 and sensor.confirmed == 0
+        analyzer.start()
+        wait_until(lambda: outbox.backlog() == 0, timeout_s=60,
+                   what="the 8 lost frames sent again, stored and confirmed")
+    finally:
+        sensor.stop()
+        outbox.close()
+        analyzer.stop()
+    assert stored_seqs(small_queue, "lost-1") == list(range(8))
+    assert sensor.resent_unconfirmed >= 8
+
+
 def test_a_devices_qos1_flood_beyond_its_share_is_dropped_counted_and_others_all_stored(
     small_queue: Broker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
