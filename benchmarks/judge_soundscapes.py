@@ -399,6 +399,24 @@ def drawn_clips(clips: list[CorpusClip], held: frozenset[str], seed: int, max_do
             [others[i] for i in sorted(rng.permutation(len(others))[:max_others])])
 
 
+def scenes_of(held: frozenset[str], seed: int, corpora: list[Path], max_dogs: int = 150,
+              max_others: int = 600, beds_per: str = "bout"
+              ) -> tuple[list[Scene], tuple[list[CorpusClip], list[CorpusClip]]]:
+    """A judged seed's scenes (one per SNR band, then the confuser scene) from the
+    ``held`` sources' clips, and the dog and other clips placed in them."""
+    clips: list[CorpusClip] = read_corpora(corpora)
+    beds = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
+    dogs, others = drawn_clips(clips, held, seed, max_dogs, max_others)
+    log.info("%d held-out sources: %d dog clips, %d other clips; %d beds", len(held),
+             len(dogs), len(others), len(beds))
+    dog_audio = [load_audio(c.clip.path)[:10 * RATE] for c in dogs]
+    other_audio = [load_audio(c.clip.path)[:10 * RATE] for c in others]
+    scenes = [dog_scene(band, dog_audio, beds, seed, beds_per) for band in BANDS_DB]
+    scenes.append(confuser_scene(other_audio, beds, seed, [c.clip.label for c in others],
+                                 beds_per))
+    return scenes, (dogs, others)
+
+
 def write_head(parser: argparse.ArgumentParser, spec: str) -> int:
     """``--write-head NAME=PATH``: the judged detector as a head file."""
     name, _, path = spec.rpartition("=")
@@ -450,16 +468,8 @@ def main(argv: list[str] | None = None) -> int:
         held = held_out_sources(args.held_out)
     except ValueError as error:
         parser.error(f"--held-out {error}")
-    clips: list[CorpusClip] = read_corpora(list(args.corpus or DEFAULT_CORPORA))
-    beds = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
-    dogs, others = drawn_clips(clips, held, args.seed, args.max_dog_clips, args.max_other_clips)
-    log.info("%d held-out sources: %d dog clips, %d other clips; %d beds", len(held),
-             len(dogs), len(others), len(beds))
-    dog_audio = [load_audio(c.clip.path)[:10 * RATE] for c in dogs]
-    other_audio = [load_audio(c.clip.path)[:10 * RATE] for c in others]
-    scenes = [dog_scene(band, dog_audio, beds, args.seed, args.beds_per) for band in BANDS_DB]
-    scenes.append(confuser_scene(other_audio, beds, args.seed,
-                                 [c.clip.label for c in others], args.beds_per))
+    scenes, (dogs, others) = scenes_of(held, args.seed, list(args.corpus or DEFAULT_CORPORA),
+                                       args.max_dog_clips, args.max_other_clips, args.beds_per)
     chosen = detectors()
     if args.detectors:
         prefixes = tuple(args.detectors.split(","))
