@@ -16,6 +16,9 @@ network never saw, through the analyzer's own pipeline (issue 39, deliverable 3)
   another bed from 30 s before each bout (``--beds-per scene``: one bed looped for the scene).
 - **A confuser scene**: the sources' other clips (every kind but background), 1-8 s apart,
   5-40 m away, 0..+20 dB over the same beds (another every minute).
+- With ``--confuser-bouts``, **a confuser bouts scene**: each of those clips 2-4 times, 0.5-3 s
+  apart, from one place, as the dogs' barks come in bouts (a detector that uses its events'
+  neighbours cannot tell the scenes apart by their layout).
 
 Each scene is written as a 48 kHz FLAC and measured as ``barkwatch analyze`` measures a file
 (``analyzer.offline.analysis.frames_of_file``: the sensor's frame builder and networks, the
@@ -129,19 +132,25 @@ class Scene:
     # ^ the confuser scene's clips: (start s, end s, label), for naming its false alarms
 
 
+def _placed(rng: np.random.Generator, bed: np.ndarray, audio: np.ndarray, at: int,
+            distance: tuple[float, float], snr_db: float) -> np.ndarray:
+    """``audio`` placed at a drawn distance, scaled to ``snr_db`` over the bed from ``at``."""
+    far = at_distance(audio, rng.uniform(*distance), rng.uniform(0.6, 0.9),
+                      rng if rng.random() < 0.5 else None)
+    region = np.ones(far.size // HOP + 1, dtype=bool)
+    return far * gain_for_snr(far, bed[at:at + far.size], region, snr_db)
+
+
 def _place(rng: np.random.Generator, scene: Scene, bed: np.ndarray, audio: np.ndarray, at: int,
            distance: tuple[float, float], snr_db: float, is_dog: bool) -> None:
     """Add ``audio`` at sample ``at``, placed at a drawn distance and ``snr_db`` over the bed."""
-    far = at_distance(audio, rng.uniform(*distance), rng.uniform(0.6, 0.9),
-                      rng if rng.random() < 0.5 else None)
+    far = _placed(rng, bed, audio, at, distance, snr_db)
     span = slice(at, at + far.size)
-    region = np.ones(far.size // HOP + 1, dtype=bool)
-    far = far * gain_for_snr(far, bed[span], region, snr_db)
     scene.samples[span] += far
     if not is_dog:
         return
     src_db, bg_db = step_powers_db(far, bed[span])
-    labels = labels_of_powers(src_db, bg_db, region)
+    labels = labels_of_powers(src_db, bg_db, np.ones(far.size // HOP + 1, dtype=bool))
     first = at // HOP
     n = min(labels.size, scene.labels.size - first)
     scene.labels[first:first + n] = np.where(labels[:n] != 0, labels[:n],
@@ -236,6 +245,37 @@ def confuser_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int,
     if labels is not None:
         scene.placed = [(start / RATE, (start + audio.size) / RATE, label)
                         for audio, start, label in zip(others, starts, labels, strict=True)]
+    return scene
+
+
+def confuser_bouts_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int,
+                         labels: list[str] | None = None, beds_per: str = "bout") -> Scene:
+    """Every other clip as a bout, as a dog barks: the same clip 2-4 times 0.5-3 s apart, from
+    one place (5-40 m away, 0..+20 dB), the next bout 1-8 s later. The dog scenes' barks come in
+    bouts and the confuser scene's clips one at a time, so a detector that counts its events'
+    neighbours could tell the two scenes apart by their layout alone; here it cannot."""
+    rng = np.random.default_rng([seed, 8])
+    plan: list[tuple[int, list[int]]] = []  # (clip, start samples)
+    at = 0
+    for clip, audio in enumerate(others):
+        at += int(rng.uniform(1.0, 8.0) * RATE)
+        starts = []
+        for _ in range(int(rng.integers(2, 5))):
+            starts.append(at)
+            at += audio.size + int(rng.uniform(0.5, 3.0) * RATE)
+        plan.append((clip, starts))
+    n, every = at + 10 * RATE, int(CONFUSER_BED_S * RATE)
+    scene = _empty("confuser bouts", _bed(beds, n, beds_per, rng, [seed, 8, 11],
+                                          list(range(every, n, every))))
+    bed = scene.samples.copy()
+    for clip, starts in plan:
+        far = _placed(rng, bed, others[clip], starts[0], (5.0, 40.0), rng.uniform(0.0, 20.0))
+        for start in starts:
+            end = min(start + far.size, scene.samples.size)
+            scene.samples[start:end] += far[:end - start]
+    if labels is not None:
+        scene.placed = [(start / RATE, (start + others[clip].size) / RATE, labels[clip])
+                        for clip, starts in plan for start in starts]
     return scene
 
 
@@ -400,10 +440,11 @@ def drawn_clips(clips: list[CorpusClip], held: frozenset[str], seed: int, max_do
 
 
 def scenes_of(held: frozenset[str], seed: int, corpora: list[Path], max_dogs: int = 150,
-              max_others: int = 600, beds_per: str = "bout"
+              max_others: int = 600, beds_per: str = "bout", confuser_bouts: bool = False
               ) -> tuple[list[Scene], tuple[list[CorpusClip], list[CorpusClip]]]:
-    """A judged seed's scenes (one per SNR band, then the confuser scene) from the
-    ``held`` sources' clips, and the dog and other clips placed in them."""
+    """A judged seed's scenes (one per SNR band, the confuser scene, and with
+    ``confuser_bouts`` the confuser bouts scene) from the ``held`` sources' clips, and the dog
+    and other clips placed in them."""
     clips: list[CorpusClip] = read_corpora(corpora)
     beds = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
     dogs, others = drawn_clips(clips, held, seed, max_dogs, max_others)
@@ -414,7 +455,18 @@ def scenes_of(held: frozenset[str], seed: int, corpora: list[Path], max_dogs: in
     scenes = [dog_scene(band, dog_audio, beds, seed, beds_per) for band in BANDS_DB]
     scenes.append(confuser_scene(other_audio, beds, seed, [c.clip.label for c in others],
                                  beds_per))
+    if confuser_bouts:
+        scenes.append(confuser_bouts_scene(other_audio, beds, seed,
+                                           [c.clip.label for c in others], beds_per))
     return scenes, (dogs, others)
+
+
+def kind_of(scene: Scene) -> str:
+    """The report section a scene's counts go to: "dog scenes", "confuser scene" or
+    "confuser bouts scene"."""
+    if scene.name.startswith("dogs"):
+        return "dog scenes"
+    return "confuser scene" if scene.name == "confusers" else f"{scene.name} scene"
 
 
 def write_head(parser: argparse.ArgumentParser, spec: str) -> int:
@@ -453,6 +505,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="another held-out bed for each bout (and each minute of the "
                         "confuser scene; default), or one bed looped for a whole scene (the "
                         "figures before 2026-12-06)")
+    parser.add_argument("--confuser-bouts", action="store_true",
+                        help="judge a third scene too: every other clip repeated 2-4 times "
+                        "0.5-3 s apart, as a dog's barks come (its false alarms are reported as "
+                        "the confuser bouts scene)")
     parser.add_argument("--detectors", metavar="A,B",
                         help="judge only the detectors whose names start with one of these")
     parser.add_argument("--write-head", metavar="NAME=PATH",
@@ -469,32 +525,30 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.error(f"--held-out {error}")
     scenes, (dogs, others) = scenes_of(held, args.seed, list(args.corpus or DEFAULT_CORPORA),
-                                       args.max_dog_clips, args.max_other_clips, args.beds_per)
+                                       args.max_dog_clips, args.max_other_clips, args.beds_per,
+                                       args.confuser_bouts)
     chosen = detectors()
     if args.detectors:
         prefixes = tuple(args.detectors.split(","))
         chosen = {name: d for name, d in chosen.items() if name.startswith(prefixes)}
         if not chosen:
             parser.error(f"--detectors {args.detectors!r}: none of {', '.join(detectors())}")
-    rows: dict[str, dict[str, list[dict[str, Any]]]] = {n: {"dogs": [], "confusers": []}
-                                                        for n in chosen}
+    rows: dict[str, dict[str, list[dict[str, Any]]]] = {n: {} for n in chosen}
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as workdir:
         for scene in scenes:
             frames = measured(scene, Path(workdir), args.frames_cache, args.sensor_network)
             log.info("%s: %.1f min measured (%.0f s)", scene.name, scene.labels.size * STEP_S
                      / 60, time.monotonic() - started)
-            kind = "confusers" if scene.name == "confusers" else "dogs"
             for name, (head, settings, cnn_only) in chosen.items():
-                rows[name][kind].append(judge_scene(scene, events_of(frames, head, settings,
-                                                                     cnn_only)))
+                rows[name].setdefault(kind_of(scene), []).append(
+                    judge_scene(scene, events_of(frames, head, settings, cnn_only)))
     report: dict[str, Any] = {
         "sensor_network": str(args.sensor_network), "held_out_sources": len(held),
         "dog_clips": len(dogs), "other_clips": len(others), "beds_per": args.beds_per,
         "scenes": {s.name: round(s.labels.size * STEP_S / 60, 1) for s in scenes},
         "seconds": round(time.monotonic() - started),
-        "detectors": {name: {"dog scenes": summed(kinds["dogs"]),
-                             "confuser scene": summed(kinds["confusers"])}
+        "detectors": {name: {kind: summed(counts) for kind, counts in kinds.items()}
                       for name, kinds in rows.items()}}
     text = json.dumps(report, indent=1)
     print(text)

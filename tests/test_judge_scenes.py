@@ -1,12 +1,19 @@
-"""The held-out soundscapes of benchmarks/judge_soundscapes.py: another bed for each bout, and
-the same clips, places and SNRs as a scene of one bed."""
+"""The held-out soundscapes of benchmarks/judge_soundscapes.py: another bed for each bout, the
+same clips, places and SNRs as a scene of one bed, and confusers in bouts as barks come."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from benchmarks.judge_soundscapes import BED_CROSSFADE_S, _bed_track, confuser_scene, dog_scene
+from benchmarks.judge_soundscapes import (
+    BED_CROSSFADE_S,
+    _bed_track,
+    confuser_bouts_scene,
+    confuser_scene,
+    dog_scene,
+    kind_of,
+)
 from training.corpus import RATE
 
 
@@ -59,3 +66,25 @@ def test_a_dog_scene_puts_the_same_barks_in_the_same_places_whatever_its_beds() 
         s.start // 320:s.stop // 320].any()}) > 1
     with pytest.raises(ValueError, match="beds_per must be one of bout, scene"):
         confuser_scene(dogs, _beds(), 1, beds_per="clip")
+
+
+def test_confuser_bouts_repeat_each_clip_2_to_4_times_from_one_place_and_hold_no_dog() -> None:
+    rng = np.random.default_rng(2)
+    t = np.arange(int(0.4 * RATE)) / RATE
+    others = [np.sin(2 * np.pi * f * t) * 0.3 for f in rng.uniform(400, 1200, 5)]
+    labels = [f"kind-{k}" for k in range(5)]
+    scene = confuser_bouts_scene(others, [np.zeros(4 * RATE)], seed=3, labels=labels)
+    assert scene.name == "confuser bouts" and kind_of(scene) == "confuser bouts scene"
+    assert not scene.labels.any()  # nothing in it is a dog
+    by_kind = {k: [(a, b) for a, b, label in scene.placed if label == k] for k in labels}
+    for placed in by_kind.values():
+        assert 2 <= len(placed) <= 4
+        gaps = [b0 - a1 for (_, a1), (b0, _) in zip(placed[:-1], placed[1:], strict=True)]
+        assert all(0.5 <= g <= 3.0 + 1e-9 for g in gaps)
+        # one place, one level: every repeat the same samples (the bed is silent here)
+        copies = [scene.samples[round(a * RATE):round(a * RATE) + t.size] for a, _ in placed]
+        for copy in copies[1:]:
+            np.testing.assert_allclose(copy, copies[0], atol=1e-12)
+    starts = [a for a, _, _ in scene.placed]
+    assert starts == sorted(starts)
+    assert kind_of(confuser_scene(others, [np.zeros(4 * RATE)], 3)) == "confuser scene"
