@@ -29,6 +29,7 @@ from analyzer import cli as analyzer_cli
 from analyzer.acoustics.site import InstallationRecord, site_template
 from analyzer.cli.site import load_site_record
 from analyzer.config import AnalyzerConfig, load_analyzer_config
+from analyzer.ordinance.rules import RuleSettings
 from sensor.array import ArraySettings
 from sensor.config import SensorConfig, load_sensor_config
 from sensor.errors import ConfigError
@@ -45,6 +46,9 @@ REQUIRED = {
     InstallationRecord: {"device_id": "dev-1", "source_to_sensor_m": 12.0,
                          "source_to_boundary_m": 6.0},
 }
+# Keys bounded by another key of the same table (smaller, larger): a drawn value over its
+# bound is refused by name (tests/test_rules.py), so a valid table keeps it under.
+WITHIN = {RuleSettings: (("intermittent_company_s", "intermittency_gap_s"),)}
 LOADERS: dict[str, tuple[type, Callable[[str], object]]] = {
     "sensor": (SensorConfig, load_sensor_config),
     "analyzer": (AnalyzerConfig, load_analyzer_config),
@@ -115,6 +119,8 @@ def valid_tables(draw: st.DrawFn, cls: type) -> dict[str, Any]:
             value = (draw(st.integers(int(math.ceil(low)), int(high))) if kind is int
                      else draw(st.floats(low, high)))
         table[spec.name] = value
+    for smaller, larger in WITHIN.get(cls, ()):
+        table[smaller] = min(table[smaller], table[larger])
     return table
 
 

@@ -11,6 +11,9 @@ Per 20 ms step the score the event tracker reads is the fusion (:meth:`DogHead.f
   patch completed by the end of second k + 1 (``sensor.wire``), which includes every patch
   that covers a step of frame k, so the head adds no delay beyond the smoothing.
 
+With ``[detector] verifier_path`` the tracker finds candidates at the verifier's own low
+thresholds and each one is kept or dropped when it ends (:mod:`analyzer.detect.verifier`).
+
 Which patch score (:func:`patch_scores_of`): a head that reads the sensor's fine-tuned network
 takes ``dg``; otherwise the score the sensor's dog head computed (``pd``, wire v4: the
 embeddings stay on the sensor). A frame that still holds YAMNet's embeddings (in memory:
@@ -35,6 +38,7 @@ from analyzer.detect.head import (
     step_head_scores,
 )
 from analyzer.detect.settings import DetectorSettings
+from analyzer.detect.verifier import VerifierModel, VerifierState, cached_verifier
 from sensor.dog_head import cached_head, head_version
 from sensor.wire import Frame
 
@@ -43,7 +47,7 @@ log = logging.getLogger(__name__)
 # A jump in capture time larger than this between consecutive frames is a gap in coverage.
 CONTINUITY_TOLERANCE_NS = 50_000_000
 PATCH_NS = round(PATCH_S * 1e9)
-_NOT_CHECKPOINTED = ("device_id", "head", "settings")
+_NOT_CHECKPOINTED = ("device_id", "head", "settings", "verifier", "candidates")
 
 
 def patch_scores_of(head: DogHead, frame: Frame) -> np.ndarray:
@@ -75,13 +79,22 @@ class DevicePipeline:
     """Score smoothing, patch scores and event tracker of one device; feed frames in order."""
 
     def __init__(self, device_id: str, settings: DetectorSettings,
-                 head: DogHead | None = None) -> None:  # fmt: skip
+                 head: DogHead | None = None, verifier: VerifierModel | None = None) -> None:
         self.device_id = device_id
         self.head = head or cached_head(settings.head_path or str(ANALYZER_HEAD_PATH))
         if self.head.on_threshold is not None and self.head.off_threshold is not None:
             # A trained fusion's scores have their own scale: the thresholds tuned with it.
             settings = replace(settings, on_threshold=self.head.on_threshold,
                                off_threshold=self.head.off_threshold)  # fmt: skip
+        self.verifier = verifier or (
+            cached_verifier(settings.verifier_path) if settings.verifier_path else None)
+        if self.verifier is not None:  # the tracker finds candidates; the verifier decides
+            settings = replace(settings, on_threshold=self.verifier.on_threshold,
+                               off_threshold=self.verifier.off_threshold)
+        # (event, features, probability) of every candidate judged, when a caller sets a list
+        # here (training, evaluation); not checkpointed
+        self.candidates: list[tuple[DogEvent, np.ndarray, float]] | None = None
+        self._verifier_state = VerifierState()
         self.settings = settings
         self.tracker: EventTracker | BoutTracker | None = None
         self._sensor_versions = ""
@@ -102,7 +115,8 @@ class DevicePipeline:
         """The networks behind the scores: the sensor's (its frames' ``mv``; before the first
         frame, the bundled CNN's) and the dog head's."""
         sensor = self._sensor_versions or cached_model(self.settings.model_path).version
-        return f"{sensor}+{self.head.version}"
+        verifier = f"+{self.verifier.version}" if self.verifier is not None else ""
+        return f"{sensor}+{self.head.version}{verifier}"
 
     def checkpoint(self) -> dict[str, Any]:
         """The state that the frames fed so far left: smoothing, pending levels and patches,
@@ -196,6 +210,10 @@ class DevicePipeline:
             self._scores_ns, self._hop_ns / 1e9, fused, self._laeq[:n], self._laf[:n],
             cnn >= floor if floor > 0 else None
         )
+        if self.verifier is not None:
+            self._verifier_state.observe(self._scores_ns, self._hop_ns, fused, head, cnn,
+                                         self._laf[:n])
+            events = self._verified(events)
         self._laeq, self._laf = self._laeq[n:], self._laf[n:]
         self._scores_ns += n * self._hop_ns
         # Patches that end before the next step's centre can cover no later step.
@@ -204,13 +222,27 @@ class DevicePipeline:
             self._patch_starts_ns[keep], self._patch_scores[keep])
         return fused, events
 
+    def _verified(self, candidates: list[DogEvent]) -> list[DogEvent]:
+        """The candidates the verifier keeps (all of them without a verifier)."""
+        if self.verifier is None:
+            return candidates
+        kept = []
+        for event in candidates:
+            x = self._verifier_state.features(event.onset_ns, event.offset_ns)
+            probability = self.verifier.probability(x)
+            if self.candidates is not None:
+                self.candidates.append((event, x, probability))
+            if probability >= self.verifier.keep_at:
+                kept.append(event)
+        return kept
+
     def _drain(self) -> FrameResult:
         """Score the held-back steps, close open events and forget all context."""
         if self._smoother is None or self.tracker is None or self._scores_ns is None:
             return FrameResult(max_dog_score=0.0)
         start_ns = self._scores_ns
         fused, events = self._track(self._smoother.flush())
-        events.extend(self.tracker.flush())
+        events.extend(self._verified(self.tracker.flush()))
         self._scores_ns = None
         self._laeq = self._laf = np.zeros(0, dtype=np.float32)
         self._patch_starts_ns = np.zeros(0, dtype=np.int64)

@@ -39,6 +39,10 @@ class DetectorSettings:
     off_threshold: float = setting(
         0.75, "an event spans the steps around it scoring at least this", 0.0, 1.0
     )
+    verifier_path: str = setting(
+        "", "event verifier file (.npz, analyzer.detect.verifier): candidates found at its own "
+        "low thresholds are kept or dropped by it; empty = none (events at the thresholds above)"
+    )
     span_cnn_floor: float = setting(
         0.2, "an event's extent and levels are cut to its steps where the CNN's own score "
         "reaches this (its onsets and ends, 20 ms); an event with none keeps its whole extent; "

@@ -1,32 +1,30 @@
-"""Two stages: permissive candidate events, then a verifier that keeps or drops each one from
-its own scores and its neighbours' (issue 39, deliverable 2: a temporal model over patch
-scores). Trained on one held-out fold's scenes, judged on the other's.
+"""Two stages: permissive candidate events, then a verifier that keeps or drops each one
+(issue 39, deliverable 2: a temporal model over patch scores). Trained on one held-out fold's
+scenes, judged on the other's.
 
-Candidates: the fused score ``sigmoid(0.5 logit(cnn) + 0.5 logit(dg))`` at a low event
-threshold (``--candidates ON/OFF``). Features of a candidate, from the analyzer's own step
-series (the pipeline's fused score, the fine-tuned score ``dg`` alone, the CNN alone, the
-levels the wire carries): its length; the highest and mean fused score in it; the highest
-``dg`` and CNN score in it; its level over the 10th percentile of the 20 s before it and itself;
-how many other candidates start within 10 and 30 s before it and after it, and the highest
-fused score among them; the share of the 20 s before it and itself that left the sensor as a
-dog second (``dg`` present). Without the "after" features a candidate is decided when it ends
-("past only"); with them, 30 s later. Label: a candidate over a bark (scene label 1) is a dog,
-one over no sound at all is not; one over the rest of a dog clip only (label -1) is left out
-of training.
+Candidates: the shipped fusion ``sigmoid(0.5 logit(cnn) + 0.5 logit(dg))`` at low event
+thresholds (``--candidates ON/OFF``), found and described by the analyzer's own pipeline
+(``DevicePipeline`` with a verifier that keeps all: ``analyzer.detect.verifier.FEATURES``, all
+known when a candidate ends). Label: a candidate over a bark (scene label 1) is a dog, one over
+no sound at all is not; one over the rest of a dog clip only (label -1) is left out of training.
+Verifiers: gradient-boosted trees and logistic regression, each on every feature ("past only")
+and without the earlier candidates ("own only").
 
 A fold's scenes are rebuilt as ``benchmarks/judge_soundscapes.py`` builds them and their
-frames read from its ``--frames-cache`` (run the judge first, same seed and network).
+frames read from its ``--frames-cache`` (run the judge first, same seed and network; with
+``--confuser-bouts`` for that scene).
 
     python3 docs/experiments/detector-2026-12-06c/event_verifier.py \\
-        --train 'docs/experiments/finetune_sensor_fold3.json:/tmp/net_a.onnx:1,2' \\
+        --train 'REPORT_FOLD3.json:NETWORK_FOLD3.onnx:1,2' \\
         --test 'docs/experiments/finetune_sensor_fold0.json:models/dog_yamnet.onnx:1,2' \\
-        --frames-cache /tmp/det/cache
+        --frames-cache /tmp/det/cache --confuser-bouts
 
-Printed: for the verifier (logistic regression and gradient-boosted trees, each with and
-without the candidates after it) and for the baselines (the shipped detector, the fused score
-alone, the CNN alone, each over its event thresholds), F1, hit rate at 5 dB and over and bouts
-of 5+ missed at 5, 10 and 20 false alarms an hour on the test fold's confuser scenes
-(interpolated between operating points), and each operating point's figures.
+Printed: for each verifier and for the baselines (the shipped detector and the judge's CNN,
+each over its event thresholds), F1, hit rate at 5 dB and over and bouts of 5+ missed at 5, 10
+and 20 false alarms an hour on the test fold's confuser scene and confuser bouts scene
+(interpolated between operating points); ``--out`` keeps every operating point. ``--export
+PATH --keep-at P``: the trees trained on the candidates of both --train and --test, written as
+the analyzer's verifier file (``[detector] verifier_path``).
 """
 
 from __future__ import annotations
@@ -55,93 +53,41 @@ from sklearn.preprocessing import StandardScaler  # noqa: E402
 from analyzer.config import DetectorSettings  # noqa: E402
 from analyzer.detect import DevicePipeline  # noqa: E402
 from analyzer.detect.head import ANALYZER_HEAD_PATH, DogHead  # noqa: E402
+from analyzer.detect.verifier import FEATURES, VerifierModel  # noqa: E402
 from training.finetune import held_out_sources  # noqa: E402
+from training.verifier import verifier_model  # noqa: E402
 
 log = logging.getLogger("event_verifier")
 STEP = J.STEP_S
 FUSED = DogHead(version="fused-0.5-0.5", fusion_kind="logistic", sensor_scores=True,
                 fusion=np.array([0.5, 0.5, 0.0]))
-TUNED = DogHead(version="tuned", fusion_kind="head", sensor_scores=True)
-CNN_ALONE = DogHead(version="cnn", fusion_kind="logistic", sensor_scores=True,
-                    fusion=np.array([1.0, 0.0, 0.0]))  # the CNN's smoothed score itself
 CNN = DogHead(fusion_kind="max")  # the judge's "cnn" detector
 THRESHOLDS = ((0.3, 0.2), (0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7), (0.95, 0.8),
               (0.98, 0.9))
-FEATURES = ("length", "fused max", "fused mean", "dg max", "cnn max", "prominence",
-            "before 10 s", "before 30 s", "before max", "after 10 s", "after 30 s",
-            "after max", "dog seconds")
-PAST_ONLY = [i for i, f in enumerate(FEATURES) if not f.startswith("after")]
-# The scenes' layout (bouts 60-90 s apart, the confusers 1-8 s apart) is the judge's, not the
-# world's: a verifier may learn it from the neighbour counts. Without them:
-OWN_ONLY = [i for i, f in enumerate(FEATURES) if not f.startswith(("after", "before"))]
+# all known when a candidate ends: analyzer.detect.verifier.FEATURES; without its neighbours:
+OWN_ONLY = [i for i, f in enumerate(FEATURES) if not f.startswith("before")]
 
 
 @dataclasses.dataclass
 class Judged:
-    """One scene's frames, series and candidates."""
+    """One scene's frames, its candidates and their features (the analyzer's own pipeline)."""
 
     scene: J.Scene
     frames: list[Any]
-    fused: np.ndarray
-    dg: np.ndarray
-    cnn: np.ndarray
-    laf: np.ndarray
     candidates: list[tuple[float, float]]
-
-
-def series(frames: list[Any], head: DogHead, n: int, cnn_only: bool = False) -> np.ndarray:
-    """A head's fused step scores over the scene (``n`` steps from capture time 0)."""
-    out = np.zeros(n, np.float32)
-    pipeline = DevicePipeline("x", DetectorSettings(), head)
-    results = []
-    for frame in frames:
-        if cnn_only:
-            frame = dataclasses.replace(frame, class_scores=np.zeros_like(frame.class_scores))
-        results.append(pipeline.feed(frame))
-    results.append(pipeline.finish())
-    for result in results:
-        first = round(result.scores_start_ns / 1e9 / STEP)
-        k = min(result.step_scores.size, n - first)
-        if k > 0:
-            out[first:first + k] = result.step_scores[:k]
-    return out
+    features: np.ndarray
 
 
 def judged(scene: J.Scene, frames: list[Any], candidates: tuple[float, float]) -> Judged:
-    n = scene.labels.size
-    laf = np.full(n, np.nan, np.float32)
+    pipeline = DevicePipeline("x", DetectorSettings(), FUSED,
+                              verifier=VerifierModel.keeping_all(*candidates))
+    pipeline.candidates = []
     for frame in frames:
-        first = round(frame.capture_ns / 1e9 / STEP)
-        steps = frame.laf_steps_db
-        k = min(steps.size, n - first)
-        if k > 0:
-            laf[first:first + k] = steps[:k]
-    settings = dataclasses.replace(DetectorSettings(), on_threshold=candidates[0],
-                                   off_threshold=candidates[1])
-    events = J.events_of(frames, FUSED, settings, False)
-    return Judged(scene, frames, series(frames, FUSED, n), series(frames, TUNED, n),
-                  series(frames, CNN_ALONE, n), np.nan_to_num(laf, nan=-20.0), events)
-
-
-def features(j: Judged) -> np.ndarray:
-    rows = []
-    onsets = np.array([a for a, _ in j.candidates])
-    peaks = np.array([j.fused[int(a / STEP):max(int(b / STEP), int(a / STEP) + 1)].max()
-                      for a, b in j.candidates]) if j.candidates else np.zeros(0)
-    for k, (a, b) in enumerate(j.candidates):
-        i, e = int(a / STEP), max(int(b / STEP), int(a / STEP) + 1)
-        before_it = slice(max(0, i - int(20 / STEP)), e)  # known when it ends
-        others = np.arange(len(onsets)) != k
-        before = {w: others & (onsets >= a - w) & (onsets < a) for w in (10, 30)}
-        after = {w: others & (onsets > a) & (onsets <= b + w) for w in (10, 30)}
-        rows.append([
-            b - a, j.fused[i:e].max(), j.fused[i:e].mean(), j.dg[i:e].max(), j.cnn[i:e].max(),
-            j.laf[i:e].max() - np.percentile(j.laf[before_it], 10),
-            before[10].sum(), before[30].sum(), peaks[before[30]].max(initial=0.0),
-            after[10].sum(), after[30].sum(), peaks[after[30]].max(initial=0.0),
-            float((j.dg[before_it] > 0).mean()),
-        ])
-    return np.array(rows, np.float64).reshape(-1, len(FEATURES))
+        pipeline.feed(frame)
+    pipeline.finish()
+    events = [(e.onset_ns / 1e9, e.offset_ns / 1e9) for e, _, _ in pipeline.candidates]
+    x = np.array([f for _, f, _ in pipeline.candidates]).reshape(-1, len(FEATURES))
+    return Judged(scene, frames, events, x)
 
 
 def labels(j: Judged) -> np.ndarray:
@@ -203,6 +149,24 @@ def at_rates(points: list[dict[str, Any]], rates: tuple[float, ...], key: str = 
     return "; ".join(cells)
 
 
+def trees() -> HistGradientBoostingClassifier:
+    return HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05, max_leaf_nodes=15,
+                                          random_state=0)
+
+
+def export(args: argparse.Namespace, scenes: list[Judged], candidates: tuple[float, float]
+           ) -> int:
+    x = np.concatenate([j.features for j in scenes])
+    y = np.concatenate([labels(j) for j in scenes])
+    keep = y >= 0
+    model = trees().fit(x[keep], y[keep])
+    version = f"verifier-1.0-{args.candidates}-{args.keep_at:g}"
+    verifier_model(model, version, args.keep_at, *candidates).save(args.export)
+    log.info("%s: %d candidates (%d dog), written to %s", version, keep.sum(),
+             (y == 1).sum(), args.export)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -214,29 +178,34 @@ def main() -> int:
                         help="judge the confuser bouts scene too (judge_soundscapes.py "
                         "--confuser-bouts must have measured it)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--export", type=Path, metavar="NPZ",
+                        help="train the trees on --train and --test together and write them")
+    parser.add_argument("--keep-at", type=float, default=0.5,
+                        help="with --export: the probability a candidate needs to be kept")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     on, off = (float(x) for x in args.candidates.split("/"))
     train = load(args.train, args.frames_cache, (on, off), args.confuser_bouts)
     test = load(args.test, args.frames_cache, (on, off), args.confuser_bouts)
-    x_train = np.concatenate([features(j) for j in train])
+    x_train = np.concatenate([j.features for j in train])
     y_train = np.concatenate([labels(j) for j in train])
     keep = y_train >= 0
     log.info("training: %d candidates, %d dog, %d not, %d left out", y_train.size,
              (y_train == 1).sum(), (y_train == 0).sum(), (~keep).sum())
+    if args.export:
+        return export(args, train + test, (on, off))
     models = {
         "logistic": lambda: make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)),
-        "trees": lambda: HistGradientBoostingClassifier(max_iter=200, learning_rate=0.05,
-                                                        max_leaf_nodes=15, random_state=0),
+        "trees": trees,
     }
     report: dict[str, Any] = {"candidates": args.candidates, "train": args.train,
                               "test": args.test, "families": {}}
     rates = (5.0, 10.0, 20.0)
     for model_name, make in models.items():
-        for columns_name, columns in (("all", list(range(len(FEATURES)))),
-                                      ("past only", PAST_ONLY), ("own only", OWN_ONLY)):
+        for columns_name, columns in (("past only", list(range(len(FEATURES)))),
+                                      ("own only", OWN_ONLY)):
             model = make().fit(x_train[keep][:, columns], y_train[keep])
-            probs = [model.predict_proba(features(j)[:, columns])[:, 1]
+            probs = [model.predict_proba(j.features[:, columns])[:, 1]
                      if j.candidates else np.zeros(0) for j in test]
             points = []
             for t in (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95):
