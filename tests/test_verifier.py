@@ -20,6 +20,7 @@ from analyzer.detect.verifier import (
     VerifierModel,
     VerifierState,
 )
+from analyzer.ingest.journal_format import StateEncoder, unpack
 from analyzer.offline.analysis import frames_of_file
 from sensor.wire import Frame
 from tests.conftest import write_excerpt
@@ -131,7 +132,9 @@ def test_a_verifier_keeping_all_changes_nothing_and_one_keeping_none_drops_all(
                   two_barks) == []
 
 
-def test_a_restored_pipeline_judges_as_the_uninterrupted_one(two_barks: list[Frame]) -> None:
+def test_a_pipeline_restored_from_the_journal_judges_as_the_uninterrupted_one(
+    two_barks: list[Frame],
+) -> None:
     # keeps a candidate when it has an earlier one within 30 s: the state must carry over
     model = dataclasses.replace(
         VerifierModel.keeping_all(0.3, 0.2), feature=np.array([[7, 0, 0]]),
@@ -144,6 +147,7 @@ def test_a_restored_pipeline_judges_as_the_uninterrupted_one(two_barks: list[Fra
     first = DevicePipeline("dev-1", DetectorSettings(), verifier=model)
     events = [e for f in two_barks[:8] for e in first.feed(f).events]
     second = DevicePipeline("dev-1", DetectorSettings(), verifier=model)
-    second.restore(first.checkpoint())
+    # through the journal's own encoding, as a restarted analyzer reads it
+    second.restore(unpack(StateEncoder().pack(first.checkpoint())))
     events += [e for f in two_barks[8:] for e in second.feed(f).events] + second.flush()
     assert [(e.onset_ns, e.offset_ns) for e in events] == expected
