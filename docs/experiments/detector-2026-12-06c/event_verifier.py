@@ -160,7 +160,7 @@ def export(args: argparse.Namespace, scenes: list[Judged], candidates: tuple[flo
     y = np.concatenate([labels(j) for j in scenes])
     keep = y >= 0
     model = trees().fit(x[keep], y[keep])
-    version = f"verifier-1.0-{args.candidates}-{args.keep_at:g}"
+    version = f"dog-verifier-1.0-c{args.candidates.replace('/', '-')}-k{args.keep_at:g}"
     verifier_model(model, version, args.keep_at, *candidates).save(args.export)
     log.info("%s: %d candidates (%d dog), written to %s", version, keep.sum(),
              (y == 1).sum(), args.export)
