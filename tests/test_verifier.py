@@ -15,6 +15,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from analyzer.detect import DetectorSettings, DevicePipeline
 from analyzer.detect.head import ANALYZER_HEAD_PATH, DogHead
 from analyzer.detect.verifier import (
+    BUNDLED_VERIFIER_PATH,
     FEATURES,
     VerifierError,
     VerifierModel,
@@ -151,3 +152,17 @@ def test_a_pipeline_restored_from_the_journal_judges_as_the_uninterrupted_one(
     second.restore(unpack(StateEncoder().pack(first.checkpoint())))
     events += [e for f in two_barks[8:] for e in second.feed(f).events] + second.flush()
     assert [(e.onset_ns, e.offset_ns) for e in events] == expected
+
+
+def test_the_bundled_verifier_keeps_both_real_barks_of_the_demo(two_barks: list[Frame]) -> None:
+    bundled = VerifierModel.load(BUNDLED_VERIFIER_PATH)
+    assert (bundled.on_threshold, bundled.off_threshold, bundled.keep_at) == (0.3, 0.2, 0.8)
+    pipeline = DevicePipeline("dev-1", DetectorSettings(
+        verifier_path=str(BUNDLED_VERIFIER_PATH)))
+    pipeline.candidates = []
+    kept = _spans(pipeline, two_barks)
+    # the clear bark at 2.39 s and the weak one at 10.83 s (0.53 under the shipped fusion, which
+    # finds only the first): both candidates, both kept
+    assert [round(a / NS) for a, _ in kept] == [2, 11]
+    assert all(p >= 0.8 for _, _, p in pipeline.candidates)
+    assert pipeline.model_version.endswith("+" + bundled.version)

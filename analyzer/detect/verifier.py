@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from analyzer.errors import AnalyzerError
+from sensor.yamnet_network import MODELS_DIR
 
 FEATURES = ("length", "fused max", "fused mean", "dg max", "cnn max", "prominence",
             "before 10 s", "before 30 s", "before max", "dog seconds")
@@ -38,6 +39,8 @@ CONTEXT_S = 20.0  # levels and dog seconds: this long before a candidate, and th
 HISTORY_S = 30.0  # earlier candidates counted this far back
 BUFFER_S = 120.0  # step series kept: a longer candidate is judged on its last part
 _FORMAT = "barkwatch-event-verifier-1"
+# The bundled verifier (models/MODEL_CARD.md): chosen with [detector] verifier_path.
+BUNDLED_VERIFIER_PATH = MODELS_DIR / "dog_verifier.npz"
 
 
 class VerifierError(AnalyzerError):
