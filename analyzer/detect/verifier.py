@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from analyzer.errors import AnalyzerError
-from sensor.yamnet_network import MODELS_DIR
+from sensor.dog_head import MODELS_DIR
 
 FEATURES = ("length", "fused max", "fused mean", "dg max", "cnn max", "prominence",
             "before 10 s", "before 30 s", "before max", "dog seconds")
