@@ -66,6 +66,10 @@ THRESHOLDS = ((0.3, 0.2), (0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7), (0.95,
               (0.98, 0.9))
 # all known when a candidate ends: analyzer.detect.verifier.FEATURES; without its neighbours:
 OWN_ONLY = [i for i, f in enumerate(FEATURES) if not f.startswith("before")]
+# without anything of how busy the time before it was (the judge's scenes teach density as a
+# confuser: the far continuous scene missed, docs/DETECTOR.md eleventh step)
+NO_DENSITY = [i for i, f in enumerate(FEATURES)
+              if not f.startswith("before") and f != "dog seconds"]
 
 
 @dataclasses.dataclass
@@ -159,8 +163,11 @@ def export(args: argparse.Namespace, scenes: list[Judged], candidates: tuple[flo
     x = np.concatenate([j.features for j in scenes])
     y = np.concatenate([labels(j) for j in scenes])
     keep = y >= 0
+    if args.no_density:  # constant columns: the trees cannot split on them
+        x[:, [i for i in range(len(FEATURES)) if i not in NO_DENSITY]] = 0.0
     model = trees().fit(x[keep], y[keep])
-    version = f"dog-verifier-1.0-c{args.candidates.replace('/', '-')}-k{args.keep_at:g}"
+    version = (f"dog-verifier-1.0-c{args.candidates.replace('/', '-')}-k{args.keep_at:g}"
+               + ("-nd" if args.no_density else ""))
     verifier_model(model, version, args.keep_at, *candidates).save(args.export)
     log.info("%s: %d candidates (%d dog), written to %s", version, keep.sum(),
              (y == 1).sum(), args.export)
@@ -180,6 +187,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--export", type=Path, metavar="NPZ",
                         help="train the trees on --train and --test together and write them")
+    parser.add_argument("--no-density", action="store_true",
+                        help="with --export: trees that ignore the earlier candidates and the "
+                        "dog seconds")
     parser.add_argument("--keep-at", type=float, default=0.5,
                         help="with --export: the probability a candidate needs to be kept")
     args = parser.parse_args()
@@ -203,7 +213,7 @@ def main() -> int:
     rates = (5.0, 10.0, 20.0)
     for model_name, make in models.items():
         for columns_name, columns in (("past only", list(range(len(FEATURES)))),
-                                      ("own only", OWN_ONLY)):
+                                      ("own only", OWN_ONLY), ("no density", NO_DENSITY)):
             model = make().fit(x_train[keep][:, columns], y_train[keep])
             probs = [model.predict_proba(j.features[:, columns])[:, 1]
                      if j.candidates else np.zeros(0) for j in test]
