@@ -166,3 +166,20 @@ def test_the_bundled_verifier_keeps_both_real_barks_of_the_demo(two_barks: list[
     assert [round(a / NS) for a, _ in kept] == [2, 11]
     assert all(p >= 0.8 for _, _, p in pipeline.candidates)
     assert pipeline.model_version.endswith("+" + bundled.version)
+
+
+def test_a_candidate_with_no_steps_to_judge_it_by_is_kept(two_barks: list[Frame]) -> None:
+    # A journal written before the verifier was configured restores no step series: an event
+    # the tracker had open across the restart is kept, not judged on a part of it.
+    keep_none = dataclasses.replace(VerifierModel.keeping_all(0.3, 0.2), keep_at=1.5)
+    plain = DevicePipeline("dev-1", DetectorSettings(), dataclasses.replace(
+        DogHead.load(ANALYZER_HEAD_PATH), on_threshold=0.3, off_threshold=0.2))
+    for frame in two_barks[:12]:  # the weak bark (10.96-12.02 s) is open at 12 s
+        plain.feed(frame)
+    state = unpack(StateEncoder().pack(plain.checkpoint()))  # a copy, as a journal holds
+    del state["_verifier_state"]
+    restored = DevicePipeline("dev-1", DetectorSettings(), verifier=keep_none)
+    restored.restore(state)
+    expected = [(e.onset_ns, e.offset_ns) for e in plain.flush()]
+    assert len(expected) == 1
+    assert [(e.onset_ns, e.offset_ns) for e in restored.flush()] == expected

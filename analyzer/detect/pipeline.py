@@ -228,6 +228,12 @@ class DevicePipeline:
             return candidates
         kept = []
         for event in candidates:
+            if not self._verifier_state.covers(event.onset_ns):
+                # Its start is not among the steps kept (it began before a restart from a
+                # journal written without a verifier, or over BUFFER_S ago): nothing to judge
+                # it by, so it is kept as the tracker found it.
+                kept.append(event)
+                continue
             x = self._verifier_state.features(event.onset_ns, event.offset_ns)
             probability = self.verifier.probability(x)
             if self.candidates is not None:

@@ -15,6 +15,9 @@ before it (:data:`FEATURES`, all known at its end, so nothing waits for later fr
 - the share of its steps and the ``CONTEXT_S`` before it that carry a ``dg`` score, i.e. left the
   sensor as dog seconds (``sensor.gate``).
 
+A candidate that began before the steps kept (over ``BUFFER_S`` long, or open across a restart
+from a journal written without a verifier) cannot be judged and is kept as the tracker found it.
+
 The model is gradient-boosted trees (scikit-learn's ``HistGradientBoostingClassifier``, trained
 by ``docs/experiments/detector-2026-12-06c/event_verifier.py --export``) stored as plain arrays
 (:meth:`VerifierModel.save`) and evaluated here with numpy: a candidate is kept when its
@@ -151,6 +154,10 @@ class VerifierState:
             self.fused, self.dg, self.cnn, self.laf = (
                 a[extra:] for a in (self.fused, self.dg, self.cnn, self.laf))
             self.start_ns += extra * hop_ns
+
+    def covers(self, onset_ns: int) -> bool:
+        """Whether the steps kept reach back to ``onset_ns``."""
+        return self.start_ns is not None and self.fused.size > 0 and self.start_ns <= onset_ns
 
     def features(self, onset_ns: int, offset_ns: int) -> np.ndarray:
         """The candidate's :data:`FEATURES`; it joins the earlier candidates."""
