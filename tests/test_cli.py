@@ -32,6 +32,22 @@ def test_validate_config_names_the_bad_key(tmp_path: Path) -> None:
     assert "'influx.batch_points': 0 is below the minimum 1" in result.stderr
 
 
+def test_validate_config_reads_the_event_verifier_and_names_a_bad_one(tmp_path: Path) -> None:
+    config = tmp_path / "a.toml"
+    damaged = tmp_path / "verifier.npz"
+    damaged.write_bytes(b"PK\x03\x04 cut short")
+    config.write_text(f'[detector]\nverifier_path = "{damaged}"\n')
+    result = subprocess.run([BIN / "barkwatch", "analyzer", "validate-config", "--config", config],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert f"{damaged}: cannot read the event verifier" in result.stderr
+    bundled = Path(__file__).resolve().parents[1] / "models" / "dog_verifier.npz"
+    config.write_text(f'[detector]\nverifier_path = "{bundled}"\n')
+    result = subprocess.run([BIN / "barkwatch", "analyzer", "validate-config", "--config", config],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
 def test_describe_lists_every_sensor_key() -> None:
     result = subprocess.run([BIN / "barkwatch-sensor", "validate-config", "--describe"],
                             capture_output=True, text=True, timeout=60)

@@ -148,6 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_detector_files(settings: Any) -> None:
+    """Read the configured event verifier once, so that a missing or damaged file is named at
+    the start (VerifierError) rather than at every device's first frame."""
+    if settings.verifier_path:
+        from analyzer.detect.verifier import cached_verifier
+
+        cached_verifier(settings.verifier_path)
+
+
 def _analyzer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from analyzer.config import describe_analyzer_config, load_analyzer_config
 
@@ -159,7 +168,9 @@ def _analyzer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             parser.error("analyzer validate-config needs --config FILE (or --describe)")
         from sensor.config import check_connection_settings
 
-        check_connection_settings(load_analyzer_config(args.config).mqtt)  # as `run` would
+        config = load_analyzer_config(args.config)
+        check_connection_settings(config.mqtt)  # as `run` would
+        check_detector_files(config.detector)
         print(f"{args.config}: valid")
         return 0
     if args.action != "run":
@@ -167,6 +178,7 @@ def _analyzer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from analyzer.ingest import Analyzer
 
     config = load_analyzer_config(args.config)
+    check_detector_files(config.detector)  # a bad file stops the start, not every device
     analyzer: Any
     if config.cluster.servers:  # the clustered broker (docs/SCALE.md)
         from analyzer.ingest.cluster import ClusterAnalyzer

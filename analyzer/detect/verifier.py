@@ -28,6 +28,7 @@ the same decisions.
 from __future__ import annotations
 
 import functools
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -113,7 +114,7 @@ class VerifierModel:
                             data["leaf"].astype(bool), data["value"].astype(float),
                             float(data["keep_at"]), float(data["on_threshold"]),
                             float(data["off_threshold"]))
-        except (OSError, KeyError, ValueError) as exc:
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise VerifierError(f"{path}: cannot read the event verifier ({exc})") from exc
         shapes = {a.shape for a in (model.feature, model.threshold, model.left, model.right,
                                     model.leaf, model.value)}
