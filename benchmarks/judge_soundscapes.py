@@ -141,14 +141,13 @@ def _placed(rng: np.random.Generator, bed: np.ndarray, audio: np.ndarray, at: in
     return far * gain_for_snr(far, bed[at:at + far.size], region, snr_db)
 
 
-def _place(rng: np.random.Generator, scene: Scene, bed: np.ndarray, audio: np.ndarray, at: int,
-           distance: tuple[float, float], snr_db: float, is_dog: bool) -> None:
-    """Add ``audio`` at sample ``at``, placed at a drawn distance and ``snr_db`` over the bed."""
+def _place_dog(rng: np.random.Generator, scene: Scene, bed: np.ndarray, audio: np.ndarray,
+               at: int, distance: tuple[float, float], snr_db: float) -> None:
+    """Add dog clip ``audio`` at sample ``at``, placed at a drawn distance and ``snr_db`` over
+    the bed, and label its steps."""
     far = _placed(rng, bed, audio, at, distance, snr_db)
     span = slice(at, at + far.size)
     scene.samples[span] += far
-    if not is_dog:
-        return
     src_db, bg_db = step_powers_db(far, bed[span])
     labels = labels_of_powers(src_db, bg_db, np.ones(far.size // HOP + 1, dtype=bool))
     first = at // HOP
@@ -221,61 +220,45 @@ def dog_scene(band: tuple[float, float], dogs: list[np.ndarray], beds: list[np.n
                         cuts))
     bed = scene.samples.copy()
     for clip, start in plan:
-        _place(rng, scene, bed, dogs[clip], start, (20.0, 60.0), rng.uniform(*band), True)
+        _place_dog(rng, scene, bed, dogs[clip], start, (20.0, 60.0), rng.uniform(*band))
     return scene
 
 
 def confuser_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int,
-                   labels: list[str] | None = None, beds_per: str = "bout") -> Scene:
+                   labels: list[str] | None = None, beds_per: str = "bout",
+                   bouts: bool = False) -> Scene:
     """Every other clip one after another, 1-8 s apart, at 0..+20 dB, 5-40 m away
     (``labels``: each clip's corpus label, kept to name the false alarms); ``beds_per``
-    "bout": another bed every ``CONFUSER_BED_S``, "scene": one bed for the whole scene."""
-    rng = np.random.default_rng([seed, 7])
-    starts, at = [], 0
+    "bout": another bed every ``CONFUSER_BED_S``, "scene": one bed for the whole scene.
+
+    ``bouts``: the confuser bouts scene, each clip as a dog barks, 2-4 times 0.5-3 s apart from
+    one place. The dog scenes' barks come in bouts and the confuser scene's clips one at a
+    time, so a detector that counts its events' neighbours could tell the two apart by their
+    layout alone; here it cannot."""
+    key = 8 if bouts else 7
+    rng = np.random.default_rng([seed, key])
+    plan: list[list[int]] = []  # each clip's start samples
+    at = 0
     for audio in others:
         at += int(rng.uniform(1.0, 8.0) * RATE)
-        starts.append(at)
-        at += audio.size
-    n, every = at + 10 * RATE, int(CONFUSER_BED_S * RATE)
-    scene = _empty("confusers", _bed(beds, n, beds_per, rng, [seed, 7, 11],
-                                     list(range(every, n, every))))
-    bed = scene.samples.copy()
-    for audio, start in zip(others, starts, strict=True):
-        _place(rng, scene, bed, audio, start, (5.0, 40.0), rng.uniform(0.0, 20.0), False)
-    if labels is not None:
-        scene.placed = [(start / RATE, (start + audio.size) / RATE, label)
-                        for audio, start, label in zip(others, starts, labels, strict=True)]
-    return scene
-
-
-def confuser_bouts_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int,
-                         labels: list[str] | None = None, beds_per: str = "bout") -> Scene:
-    """Every other clip as a bout, as a dog barks: the same clip 2-4 times 0.5-3 s apart, from
-    one place (5-40 m away, 0..+20 dB), the next bout 1-8 s later. The dog scenes' barks come in
-    bouts and the confuser scene's clips one at a time, so a detector that counts its events'
-    neighbours could tell the two scenes apart by their layout alone; here it cannot."""
-    rng = np.random.default_rng([seed, 8])
-    plan: list[tuple[int, list[int]]] = []  # (clip, start samples)
-    at = 0
-    for clip, audio in enumerate(others):
-        at += int(rng.uniform(1.0, 8.0) * RATE)
         starts = []
-        for _ in range(int(rng.integers(2, 5))):
+        for _ in range(int(rng.integers(2, 5)) if bouts else 1):
             starts.append(at)
-            at += audio.size + int(rng.uniform(0.5, 3.0) * RATE)
-        plan.append((clip, starts))
+            at += audio.size + (int(rng.uniform(0.5, 3.0) * RATE) if bouts else 0)
+        plan.append(starts)
     n, every = at + 10 * RATE, int(CONFUSER_BED_S * RATE)
-    scene = _empty("confuser bouts", _bed(beds, n, beds_per, rng, [seed, 8, 11],
-                                          list(range(every, n, every))))
+    scene = _empty("confuser bouts" if bouts else "confusers",
+                   _bed(beds, n, beds_per, rng, [seed, key, 11], list(range(every, n, every))))
     bed = scene.samples.copy()
-    for clip, starts in plan:
-        far = _placed(rng, bed, others[clip], starts[0], (5.0, 40.0), rng.uniform(0.0, 20.0))
+    for audio, starts in zip(others, plan, strict=True):
+        far = _placed(rng, bed, audio, starts[0], (5.0, 40.0), rng.uniform(0.0, 20.0))
         for start in starts:
             end = min(start + far.size, scene.samples.size)
             scene.samples[start:end] += far[:end - start]
     if labels is not None:
-        scene.placed = [(start / RATE, (start + others[clip].size) / RATE, labels[clip])
-                        for clip, starts in plan for start in starts]
+        scene.placed = [(start / RATE, (start + audio.size) / RATE, label)
+                        for audio, starts, label in zip(others, plan, labels, strict=True)
+                        for start in starts]
     return scene
 
 
@@ -456,8 +439,8 @@ def scenes_of(held: frozenset[str], seed: int, corpora: list[Path], max_dogs: in
     scenes.append(confuser_scene(other_audio, beds, seed, [c.clip.label for c in others],
                                  beds_per))
     if confuser_bouts:
-        scenes.append(confuser_bouts_scene(other_audio, beds, seed,
-                                           [c.clip.label for c in others], beds_per))
+        scenes.append(confuser_scene(other_audio, beds, seed, [c.clip.label for c in others],
+                                     beds_per, bouts=True))
     return scenes, (dogs, others)
 
 

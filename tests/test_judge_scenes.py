@@ -9,7 +9,6 @@ import pytest
 from benchmarks.judge_soundscapes import (
     BED_CROSSFADE_S,
     _bed_track,
-    confuser_bouts_scene,
     confuser_scene,
     dog_scene,
     kind_of,
@@ -73,7 +72,7 @@ def test_confuser_bouts_repeat_each_clip_2_to_4_times_from_one_place_and_hold_no
     t = np.arange(int(0.4 * RATE)) / RATE
     others = [np.sin(2 * np.pi * f * t) * 0.3 for f in rng.uniform(400, 1200, 5)]
     labels = [f"kind-{k}" for k in range(5)]
-    scene = confuser_bouts_scene(others, [np.zeros(4 * RATE)], seed=3, labels=labels)
+    scene = confuser_scene(others, [np.zeros(4 * RATE)], seed=3, labels=labels, bouts=True)
     assert scene.name == "confuser bouts" and kind_of(scene) == "confuser bouts scene"
     assert not scene.labels.any()  # nothing in it is a dog
     by_kind = {k: [(a, b) for a, b, label in scene.placed if label == k] for k in labels}
