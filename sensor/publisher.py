@@ -69,6 +69,7 @@ PROTOCOLS = {"mqttv5": mqtt.MQTTv5, "mqttv311": mqtt.MQTTv311}
 CONFIRM_BY_ANALYZER = "analyzer"  # delete a frame once the analyzer confirms it stored it
 CONFIRM_BY_BROKER = "broker"  # delete a frame at the broker's PUBACK (before issue 32)
 CONFIRM_MODES = (CONFIRM_BY_ANALYZER, CONFIRM_BY_BROKER)
+SUBSCRIBE_RETRY_MAX_S = 30.0  # a refused confirmation subscription is asked for again
 
 
 def make_client(
@@ -177,6 +178,12 @@ class FramePublisher:
         self.confirmed = 0
         self.resent_unconfirmed = 0
         self.bad_confirmations = 0
+        self.subscribe_refusals = 0  # SUBACKs refusing the confirmation topic
+        self._stored_mid: int | None = None  # the SUBSCRIBE of the confirmation topic
+        self._subscribe_at: float | None = None  # when to ask again after a refusal
+        self._granted = False  # the broker's SUBACK granted the confirmation topic
+        self._subscribe_delay_s = 0.0
+        self._subscribe_lock = threading.Lock()  # its SUBACK may come before mid is kept
         self.settings = settings
         self.outbox = outbox
         self.max_inflight = max_inflight
@@ -205,6 +212,7 @@ class FramePublisher:
         self.client.on_disconnect = self._on_disconnect
         self.client.on_publish = self._on_publish
         self.client.on_message = self._on_message
+        self.client.on_subscribe = self._on_subscribe
 
     # paho callbacks: run on paho's network thread; keep them short.
     def _on_connect(
@@ -218,9 +226,42 @@ class FramePublisher:
             self._reconnected.set()
         log.info("connected to broker %s:%d", client.host, client.port)
         if self.confirm == CONFIRM_BY_ANALYZER:
-            client.subscribe(stored_topic(self.device_id), qos=1)
+            self._subscribe_stored(client)
         client.publish(status_topic(self.device_id), "online", qos=1, retain=True)
         self._connected.set()
+
+    def _subscribe_stored(self, client: mqtt.Client) -> None:
+        with self._subscribe_lock:
+            self._subscribe_at, self._granted = None, False
+            result, self._stored_mid = client.subscribe(stored_topic(self.device_id), qos=1)
+            if result != mqtt.MQTT_ERR_SUCCESS:  # connection gone meanwhile: on_connect asks
+                self._stored_mid = None
+
+    def _on_subscribe(
+        self, client: mqtt.Client, userdata: Any, mid: int, reasons: Any, properties: Any
+    ) -> None:
+        with self._subscribe_lock:
+            if mid != self._stored_mid:
+                return
+        refused = [reason for reason in reasons if reason.is_failure]
+        if not refused:
+            self._subscribe_delay_s, self._granted = 0.0, True
+            return
+        # A clustered broker refuses it while it elects a leader for its subscription store
+        # (nats-server: "Unable to add JetStream consumer for subscription"): without it no
+        # confirmation arrives and every frame is sent again and again, never deleted.
+        self.subscribe_refusals += 1
+        self._subscribe_delay_s = min(max(2 * self._subscribe_delay_s, 1.0),
+                                      SUBSCRIBE_RETRY_MAX_S)
+        self._subscribe_at = time.monotonic() + self._subscribe_delay_s
+        log.warning("the broker refused the subscription to %s (%s): the analyzer's "
+                    "confirmations cannot arrive; asking again in %.0f s",
+                    stored_topic(self.device_id), refused[0], self._subscribe_delay_s)
+
+    @property
+    def confirmations_subscribed(self) -> bool:
+        """Whether the broker granted the confirmation topic on this connection."""
+        return self._granted
 
     def _reload_password(self, client: mqtt.Client) -> None:
         # A rotated password may have been installed since start-up: the next reconnect
@@ -333,6 +374,9 @@ class FramePublisher:
             if self._reconnected.is_set():
                 self._reconnected.clear()
                 self._resend_recent()
+            if (self.connected and self._subscribe_at is not None
+                    and time.monotonic() >= self._subscribe_at):
+                self._subscribe_stored(self.client)
             if self.connected and time.monotonic() >= next_heartbeat:
                 payload = json.dumps(self.heartbeat(), sort_keys=True)
                 self.client.publish(heartbeat_topic(self.device_id), payload, qos=1, retain=True)

@@ -300,6 +300,116 @@ def test_a_broker_node_and_an_analyzer_killed_mid_run_change_nothing_stored(
         assert events == reference, device
 
 
+def test_a_lease_renewed_twice_is_kept_and_a_lease_taken_by_another_is_given_up(
+    tmp_path: Path,
+) -> None:
+    """A renewal the server stored but whose answer was lost leaves the analyzer's revision
+    behind: it checks who holds the lease and keeps it when that is itself. A lease another
+    analyzer holds is given up. Leases handed back leave no key behind (a delete marker
+    would read as a holder to the others)."""
+    import asyncio
+
+    from analyzer.config import load_analyzer_config
+    from analyzer.ingest.cluster import OWNERS_BUCKET
+
+    deployment = LocalDeployment(tmp_path / "deployment")
+    influx_server = InfluxDB(tmp_path / "influxdb")
+    cluster = LocalCluster(tmp_path / "cluster", deployment, nodes=1, partitions=2)
+
+    async def put(key: str, value: bytes) -> None:
+        await analyzer._kv.put(key, value)
+
+    async def leases() -> list[str]:
+        import nats
+
+        nc = await nats.connect(cluster.layout.client_urls(), tls=_tls(deployment),
+                                user="barkwatch.analyzer",
+                                password=deployment.analyzer_password_file.read_text().strip())
+        info = await nc.jetstream().stream_info(
+            f"KV_{OWNERS_BUCKET}", subjects_filter=f"$KV.{OWNERS_BUCKET}.>")
+        await nc.close()
+        return sorted(s for s in info.state.subjects or {} if ".member." not in s)
+
+    try:
+        cluster.start()
+        influx_server.start()
+        config_path = tmp_path / "an.toml"
+        config_path.write_text(f'client_id = "an-x"\n[influx]\nurl = "{influx_server.url}"\n'
+                               + cluster.analyzer_toml(lease_s=30.0))  # an-y's outlives the test
+        analyzer = ClusterAnalyzer(load_analyzer_config(str(config_path)))
+        analyzer.start()
+        try:
+            wait_until(lambda: analyzer.owned == [0, 1], timeout_s=60,
+                       what="the analyzer to own both partitions")
+            analyzer.link.call(put("p0", b"an-x"), 10)  # as a renewal whose answer was lost
+            analyzer.link.call(put("p1", b"an-y"), 10)  # another analyzer holds it now
+            wait_until(lambda: analyzer.owned == [0], timeout_s=30,
+                       what="partition 1 given up")
+            time.sleep(3.0)  # three renewals more
+            assert analyzer.owned == [0]
+        finally:
+            analyzer.stop()
+        # p0 handed back at stop, p1 still an-y's
+        assert asyncio.run(leases()) == [f"$KV.{OWNERS_BUCKET}.p1"]
+    finally:
+        cluster.close()
+        influx_server.stop()
+
+
+def test_a_refused_confirmation_subscription_is_asked_for_again_until_granted(
+    tmp_path: Path, demo_frames: list[Frame],
+) -> None:
+    """nats-server refuses an MQTT QoS 1 subscription it cannot make a consumer for (a CI run:
+    "Unable to add JetStream consumer for subscription" while the node kill's leader election
+    went on); a sensor that did not notice never heard a confirmation and sent its 120 frames
+    again every 8 s until the test gave up. Here the refusal is a missing permission, granted
+    again by a reload: the sensor asks again and its frame is confirmed and deleted."""
+    import asyncio
+
+    import nats
+
+    from sensor.confirmations import encode_stored
+
+    deployment = LocalDeployment(tmp_path / "deployment")
+    cluster = LocalCluster(tmp_path / "cluster", deployment, nodes=1, partitions=2)
+    deployment.add_device("dev-a")
+    cluster.render()
+    config = cluster.nodes[0].config_path
+    granted = '"barkwatch.cmd.v1.dev-a.>"'
+    assert granted in config.read_text()
+    config.write_text(config.read_text().replace(granted, '"barkwatch.cmd.v1.nobody.>"'))
+    outbox = Outbox(tmp_path / "dev-a.outbox")
+    publisher = FramePublisher("dev-a", cluster.device_mqtt("dev-a", node=0), outbox,
+                               confirm_timeout_s=60.0)
+
+    async def confirm() -> None:  # what the analyzer sends once the frame is stored
+        nc = await nats.connect(cluster.layout.client_urls(), tls=_tls(deployment),
+                                user="barkwatch.analyzer",
+                                password=deployment.analyzer_password_file.read_text().strip())
+        for payload in encode_stored([0]):
+            await nc.publish("barkwatch.cmd.v1.dev-a.stored", payload)
+        await nc.flush()
+        await nc.close()
+
+    try:
+        cluster.nodes[0].start()
+        publisher.start()
+        outbox.put(0, encode_frame(restamped(demo_frames[0], "dev-a", time.time_ns())))
+        wait_until(lambda: publisher.subscribe_refusals >= 2, timeout_s=60,
+                   what="the refusal, asked again once")
+        assert not publisher.confirmations_subscribed
+        cluster.render()  # the permission back
+        cluster.nodes[0].reload()
+        wait_until(lambda: publisher.confirmations_subscribed, timeout_s=60,
+                   what="the subscription granted")
+        asyncio.run(confirm())
+        assert publisher.wait_drained(timeout_s=30), "the confirmed frame is still waiting"
+    finally:
+        publisher.stop()
+        outbox.close()
+        cluster.close()
+
+
 def test_cluster_render_of_two_nodes_exits_1_saying_why(
     tmp_path: Path, capsys: pytest.CaptureFixture[str],
 ) -> None:

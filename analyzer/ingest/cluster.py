@@ -135,7 +135,12 @@ class NatsLink:
 
     def call(self, coroutine: Coroutine[Any, Any, T], timeout_s: float = 10.0) -> T:
         """Run ``coroutine`` on the link's loop and wait for its result."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout_s)
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        try:
+            return future.result(timeout_s)
+        except TimeoutError:
+            future.cancel()  # not left running on the loop behind the caller's back
+            raise
 
     def soon(self, coroutine: Coroutine[Any, Any, Any]) -> None:
         """Run ``coroutine`` on the link's loop without waiting (its failure is logged)."""
@@ -286,6 +291,8 @@ class ClusterAnalyzer:
         self._revisions: dict[int, int] = {}
         self._free_since: dict[int, float] = {}  # partition: when it was first seen free
         self._renewed_s = 0.0
+        self.renewal_failures = 0  # renewals that failed or came too late
+        self.balance_failures = 0  # looks for free partitions that failed
         self._stop = threading.Event()
         self._failure: str | None = None
         self._thread = threading.Thread(target=self._coordinate, name="cluster-leases",
@@ -371,23 +378,41 @@ class ClusterAnalyzer:
 
     def _coordinate(self) -> None:
         self._renewed_s = self._clock()
+        lease_s = self.config.cluster.lease_s
         while not self._stop.is_set():
-            try:
-                self.link.call(self._tick(), 15)
-                self._renewed_s = self._clock()
-            except Exception as exc:  # the cluster is unreachable: keep trying
-                log.warning("cluster leases: %s: %s", type(exc).__name__, exc)
-                if self._clock() - self._renewed_s > self.config.cluster.lease_s / 2:
+            # A lease expires lease_s after the server stored its renewal, which is after this
+            # moment: counting from here, the check below stops serving in time.
+            started = self._clock()
+            try:  # waited for as long as the leases held are still safe to serve
+                self.link.call(self._renew(),
+                               max(lease_s / 2 - (started - self._renewed_s), TICK_S / 2))
+                self._renewed_s = started
+            except Exception as exc:  # the cluster is unreachable or slow: keep trying
+                self.renewal_failures += 1
+                log.warning("cluster leases: renewal failed (%s: %s)",
+                            type(exc).__name__, exc or "no answer")
+                if self._clock() - self._renewed_s > lease_s / 2:
                     for partition in sorted(self.runners):
                         log.error("partition %d: lease not renewed for %.1f s; stopped so "
                                   "that another analyzer may take it", partition,
                                   self._clock() - self._renewed_s)
                         self._release(partition)
                         self._revisions.pop(partition, None)
+            else:
+                # Looking for free partitions may fail (a leader election after a node left)
+                # without touching the leases held: they were renewed above.
+                try:
+                    self.link.call(self._balance(), 15)
+                except Exception as exc:
+                    self.balance_failures += 1
+                    log.warning("cluster leases: could not look for free partitions (%s: "
+                                "%s); again in %.0f s", type(exc).__name__,
+                                exc or "no answer", TICK_S)
             self._stop.wait(TICK_S)
 
-    async def _tick(self) -> None:
-        from nats.js.errors import KeyWrongLastSequenceError, NoKeysError
+    async def _renew(self) -> None:
+        """Write this analyzer's membership and every lease it holds."""
+        from nats.js.errors import KeyWrongLastSequenceError
 
         kv = self._kv
         # The value is the wall-clock time of the renewal: a member counts only while it is
@@ -396,18 +421,53 @@ class ClusterAnalyzer:
         # to no one).
         await kv.put(f"member.{self.name}", repr(time.time()).encode())
         for partition in list(self._revisions):
+            key = f"p{partition}"
             try:
                 self._revisions[partition] = await kv.update(
-                    f"p{partition}", self.name.encode(), last=self._revisions[partition])
+                    key, self.name.encode(), last=self._revisions[partition])
+                continue
             except KeyWrongLastSequenceError:
-                log.error("partition %d: its lease was taken by another analyzer; stopped",
-                          partition)
-                self._revisions.pop(partition)
-                await asyncio.get_running_loop().run_in_executor(None, self._release, partition)
+                holder, revision = await self._holder(key)
+            if holder == self.name:  # an earlier renewal was stored, its answer lost
+                self._revisions[partition] = await kv.update(key, self.name.encode(),
+                                                             last=revision)
+                continue
+            log.error("partition %d: its lease was taken by %s; stopped", partition,
+                      holder or "another analyzer")
+            self._revisions.pop(partition)
+            await asyncio.get_running_loop().run_in_executor(None, self._release, partition)
+
+    async def _holder(self, key: str) -> tuple[str, int]:
+        """Who holds lease ``key`` and at which revision ("" and 0 when no one does)."""
+        from nats.js.errors import KeyNotFoundError
+
         try:
-            keys = await kv.keys()
-        except NoKeysError:
-            keys = []
+            entry = await self._kv.get(key)
+        except KeyNotFoundError:  # KeyDeletedError is one
+            return "", 0
+        return (entry.value or b"").decode(errors="replace"), entry.revision or 0
+
+    async def _keys(self) -> list[str]:
+        """The bucket's keys, from the stream's subjects: a request to the stream's leader,
+        where the client's kv.keys() makes a consumer on every call (a request to the
+        cluster's metadata leader, slow and failing while one node is gone)."""
+        prefix = f"$KV.{OWNERS_BUCKET}."
+        info = await self.link.js.stream_info(f"KV_{OWNERS_BUCKET}",
+                                              subjects_filter=prefix + ">")
+        return [subject.removeprefix(prefix) for subject in info.state.subjects or {}]
+
+    async def _free(self, partition: int) -> None:
+        """Remove the lease of ``partition`` (no delete marker left, which :meth:`_keys` would
+        count as a holder) so that anyone may take it now."""
+        await self.link.js.purge_stream(f"KV_{OWNERS_BUCKET}",
+                                        subject=f"$KV.{OWNERS_BUCKET}.p{partition}")
+
+    async def _balance(self) -> None:
+        """Take free partitions up to the fair share; hand one back beyond it."""
+        from nats.js.errors import KeyWrongLastSequenceError
+
+        kv = self._kv
+        keys = await self._keys()
         members = await self._live_members(kv, [k for k in keys if k.startswith("member.")])
         taken = {int(key[1:]) for key in keys if key[:1] == "p" and key[1:].isdecimal()}
         partitions = self.config.cluster.partitions
@@ -435,14 +495,14 @@ class ClusterAnalyzer:
                           partition, type(exc).__name__, exc)
                 self._revisions.pop(partition, None)
                 with contextlib.suppress(Exception):  # else it expires after lease_s
-                    await kv.delete(f"p{partition}")
+                    await self._free(partition)
         others_hold = len(taken - set(self._revisions))
         if len(self._revisions) > fair and others_hold < (members - 1) * fair:
             # An analyzer joined (another holds less than its share): hand one back a second.
             partition = max(self._revisions)
             await asyncio.get_running_loop().run_in_executor(None, self._release, partition)
             self._revisions.pop(partition, None)
-            await kv.delete(f"p{partition}")
+            await self._free(partition)
             log.info("partition %d handed back (%d analyzers, fair share %d)", partition,
                      members, fair)
 
@@ -474,6 +534,6 @@ class ClusterAnalyzer:
             runner.stop()
         if delete_lease and self._revisions.pop(partition, None) is not None:
             try:
-                self.link.call(self._kv.delete(f"p{partition}"), 10)
+                self.link.call(self._free(partition), 10)
             except Exception as exc:  # it expires after lease_s all the same
                 log.warning("partition %d: lease not deleted (%s); it expires", partition, exc)
