@@ -48,6 +48,7 @@ OWNERS_BUCKET = "bw-owners"
 TICK_S = 1.0
 FETCH_BATCH = 256
 FETCH_WAIT_S = 1.0
+BIND_WAIT_S = 30.0  # for one try at making a partition's consumer
 STREAM_READY_S = 60.0
 STREAM_MAX_AGE_S = 7 * 86400.0  # unstored messages older than a week are dropped
 T = TypeVar("T")
@@ -221,11 +222,14 @@ class PartitionRunner:
         self._thread = threading.Thread(target=self._fetch, name=f"partition-{partition}",
                                         daemon=True)
         self.fetch_errors = 0
+        self.bind_failures = 0
 
     def start(self) -> None:
-        """Re-create the partition's consumer (every unacknowledged message is delivered
-        again, in order) and start serving it."""
-        self._subscription = self._link.call(self._bind(), 30)
+        """Start serving: the analyzer at once, and a thread that re-creates the partition's
+        consumer (every unacknowledged message is delivered again, in order), trying again
+        until it is made or the partition is released, then fetches from it. The caller (the
+        lease coordinator) does not wait for the cluster: while a node is gone, making a
+        consumer took longer than a lease lasts."""
         self.analyzer.start()
         self._thread.start()
 
@@ -248,6 +252,18 @@ class PartitionRunner:
     def _fetch(self) -> None:
         import nats.errors
 
+        started = time.monotonic()
+        while self._subscription is None and not self._stop.is_set():
+            try:
+                self._subscription = self._link.call(self._bind(), BIND_WAIT_S)
+            except Exception as exc:
+                self.bind_failures += 1
+                log.warning("partition %d: its consumer is not made yet (%s: %s); again in 1 s",
+                            self.partition, type(exc).__name__, exc or "no answer")
+                self._stop.wait(1.0)
+        if self._subscription is not None:
+            log.info("partition %d: consumer made in %.2f s; fetching", self.partition,
+                     time.monotonic() - started)
         while not self._stop.is_set():
             try:
                 messages = self._link.call(
@@ -272,7 +288,7 @@ class PartitionRunner:
         stay in the stream for the partition's next owner."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(timeout=FETCH_WAIT_S + 35)
+            self._thread.join(timeout=max(FETCH_WAIT_S, BIND_WAIT_S) + 35)
         self.analyzer.stop()
 
 
@@ -324,7 +340,7 @@ class ClusterAnalyzer:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=60)
-        for partition in sorted(self.runners):
+        for partition in sorted(set(self.runners) | set(self._revisions)):
             self._release(partition, delete_lease=True)
         self.link.close()
 
@@ -377,6 +393,12 @@ class ClusterAnalyzer:
                 replicas=replicas))
 
     def _coordinate(self) -> None:
+        """Every TICK_S: renew, look for free partitions, then serve exactly the partitions
+        whose lease is held. The coroutines only read and write the bucket and return what
+        they found; runners are started and stopped here alone, so a coroutine cut short by
+        its time limit cannot leave a lease held and its partition unserved (a CI run's fault
+        test: a take cancelled half-way, its lease renewed for minutes by an analyzer that
+        did not serve it)."""
         self._renewed_s = self._clock()
         lease_s = self.config.cluster.lease_s
         while not self._stop.is_set():
@@ -384,34 +406,67 @@ class ClusterAnalyzer:
             # moment: counting from here, the check below stops serving in time.
             started = self._clock()
             try:  # waited for as long as the leases held are still safe to serve
-                self.link.call(self._renew(),
-                               max(lease_s / 2 - (started - self._renewed_s), TICK_S / 2))
-                self._renewed_s = started
+                revisions, lost = self.link.call(
+                    self._renew(dict(self._revisions)),
+                    max(lease_s / 2 - (started - self._renewed_s), TICK_S / 2))
             except Exception as exc:  # the cluster is unreachable or slow: keep trying
                 self.renewal_failures += 1
                 log.warning("cluster leases: renewal failed (%s: %s)",
                             type(exc).__name__, exc or "no answer")
                 if self._clock() - self._renewed_s > lease_s / 2:
-                    for partition in sorted(self.runners):
+                    for partition in sorted(self._revisions):
                         log.error("partition %d: lease not renewed for %.1f s; stopped so "
                                   "that another analyzer may take it", partition,
                                   self._clock() - self._renewed_s)
-                        self._release(partition)
-                        self._revisions.pop(partition, None)
+                    self._revisions.clear()
             else:
+                self._renewed_s = started
+                self._revisions.update(revisions)
+                for partition, holder in lost.items():
+                    log.error("partition %d: its lease was taken by %s; stopped", partition,
+                              holder or "another analyzer")
+                    self._revisions.pop(partition, None)
                 # Looking for free partitions may fail (a leader election after a node left)
                 # without touching the leases held: they were renewed above.
                 try:
-                    self.link.call(self._balance(), 15)
+                    taken, hand_back = self.link.call(self._balance(dict(self._revisions)), 15)
                 except Exception as exc:
                     self.balance_failures += 1
                     log.warning("cluster leases: could not look for free partitions (%s: "
                                 "%s); again in %.0f s", type(exc).__name__,
                                 exc or "no answer", TICK_S)
+                else:
+                    self._revisions.update(taken)
+                    if hand_back is not None:  # stored and journalled before it is freed
+                        self._release(hand_back, delete_lease=True)
+                        log.info("partition %d handed back (an analyzer holds less than its "
+                                 "fair share)", hand_back)
+            self._serve_held(started)
             self._stop.wait(TICK_S)
 
-    async def _renew(self) -> None:
-        """Write this analyzer's membership and every lease it holds."""
+    def _serve_held(self, renewed: float) -> None:
+        """Stop serving partitions whose lease is gone; start serving the ones held, while
+        the renewal at ``renewed`` is still fresh (the rest at the next tick, after the next
+        renewal: a start resumes the partition's journal)."""
+        for partition in sorted(set(self.runners) - set(self._revisions)):
+            self._release(partition)
+        for partition in sorted(set(self._revisions) - set(self.runners)):
+            if self._stop.is_set() or self._clock() - renewed > self.config.cluster.lease_s / 4:
+                return
+            try:
+                self._take(partition)
+            except Exception as exc:  # not served: free the lease at once for anyone to take
+                log.error("partition %d: could not start serving it (%s: %s); lease freed",
+                          partition, type(exc).__name__, exc or "no answer")
+                self._revisions.pop(partition, None)
+                try:
+                    self.link.call(self._free(partition), self.config.cluster.lease_s / 4)
+                except Exception:  # it expires after lease_s all the same
+                    log.debug("partition %d: lease not freed; it expires", partition)
+
+    async def _renew(self, held: dict[int, int]) -> tuple[dict[int, int], dict[int, str]]:
+        """Write this analyzer's membership and every lease in ``held`` (partition: revision);
+        the new revisions, and the leases found held by another (partition: its holder)."""
         from nats.js.errors import KeyWrongLastSequenceError
 
         kv = self._kv
@@ -420,22 +475,20 @@ class ClusterAnalyzer:
         # in a run with a node restarted, which would make the others hand partitions back
         # to no one).
         await kv.put(f"member.{self.name}", repr(time.time()).encode())
-        for partition in list(self._revisions):
+        revisions: dict[int, int] = {}
+        lost: dict[int, str] = {}
+        for partition, revision in held.items():
             key = f"p{partition}"
             try:
-                self._revisions[partition] = await kv.update(
-                    key, self.name.encode(), last=self._revisions[partition])
+                revisions[partition] = await kv.update(key, self.name.encode(), last=revision)
                 continue
             except KeyWrongLastSequenceError:
                 holder, revision = await self._holder(key)
             if holder == self.name:  # an earlier renewal was stored, its answer lost
-                self._revisions[partition] = await kv.update(key, self.name.encode(),
-                                                             last=revision)
-                continue
-            log.error("partition %d: its lease was taken by %s; stopped", partition,
-                      holder or "another analyzer")
-            self._revisions.pop(partition)
-            await asyncio.get_running_loop().run_in_executor(None, self._release, partition)
+                revisions[partition] = await kv.update(key, self.name.encode(), last=revision)
+            else:
+                lost[partition] = holder
+        return revisions, lost
 
     async def _holder(self, key: str) -> tuple[str, int]:
         """Who holds lease ``key`` and at which revision ("" and 0 when no one does)."""
@@ -462,8 +515,9 @@ class ClusterAnalyzer:
         await self.link.js.purge_stream(f"KV_{OWNERS_BUCKET}",
                                         subject=f"$KV.{OWNERS_BUCKET}.p{partition}")
 
-    async def _balance(self) -> None:
-        """Take free partitions up to the fair share; hand one back beyond it."""
+    async def _balance(self, held: dict[int, int]) -> tuple[dict[int, int], int | None]:
+        """Leases taken on free partitions up to the fair share (partition: revision), and
+        one partition of ``held`` to hand back beyond it (None: none)."""
         from nats.js.errors import KeyWrongLastSequenceError
 
         kv = self._kv
@@ -473,38 +527,27 @@ class ClusterAnalyzer:
         partitions = self.config.cluster.partitions
         fair = math.ceil(partitions / members)
         now = self._clock()
+        mine = dict(held)
         for partition in range(partitions):
-            if partition in taken or partition in self._revisions:
+            if partition in taken or partition in mine:
                 self._free_since.pop(partition, None)
                 continue
             free_s = now - self._free_since.setdefault(partition, now)
             # Up to the fair share; beyond it only a partition nobody took for lease_s, so
             # that no partition stays unserved whatever the count of members says.
-            if len(self._revisions) >= fair and free_s < self.config.cluster.lease_s:
+            if len(mine) >= fair and free_s < self.config.cluster.lease_s:
                 continue
             try:
-                revision = await kv.create(f"p{partition}", self.name.encode())
+                mine[partition] = await kv.create(f"p{partition}", self.name.encode())
             except KeyWrongLastSequenceError:
                 continue  # another analyzer was first
-            self._revisions[partition] = revision
             self._free_since.pop(partition, None)
-            try:
-                await asyncio.get_running_loop().run_in_executor(None, self._take, partition)
-            except Exception as exc:  # not served: free the lease at once for anyone to take
-                log.error("partition %d: could not start serving it (%s: %s); lease freed",
-                          partition, type(exc).__name__, exc)
-                self._revisions.pop(partition, None)
-                with contextlib.suppress(Exception):  # else it expires after lease_s
-                    await self._free(partition)
-        others_hold = len(taken - set(self._revisions))
-        if len(self._revisions) > fair and others_hold < (members - 1) * fair:
+        others_hold = len(taken - set(mine))
+        hand_back = None
+        if len(mine) > fair and others_hold < (members - 1) * fair:
             # An analyzer joined (another holds less than its share): hand one back a second.
-            partition = max(self._revisions)
-            await asyncio.get_running_loop().run_in_executor(None, self._release, partition)
-            self._revisions.pop(partition, None)
-            await self._free(partition)
-            log.info("partition %d handed back (%d analyzers, fair share %d)", partition,
-                     members, fair)
+            hand_back = max(held) if held else None
+        return {k: v for k, v in mine.items() if k not in held}, hand_back
 
     async def _live_members(self, kv: Any, keys: list[str]) -> int:
         """Members whose last renewal is under ``lease_s`` old (this one at least)."""
