@@ -100,6 +100,9 @@ STEP_S = HOP / RATE
 SCENE_RATE_HZ = 48000
 FULL_SCALE_DB = 100.0
 BOUT_GAP_S = 60.0  # barks closer than this belong to one bout (issue 39)
+LONG_BOUT_S = 180.0  # a bout this long is "held" when one chain of events covers most of it
+CHAIN_GAP_S = 60.0  # events this close chain up, as the continuous rule's default gap
+HELD_SHARE = 0.9
 # A scene's background: a held-out bed is 4-30 s long (median 4 s), so one bed looped for a
 # 70 min scene made each band's figures those of one recording. Another bed per bout (dog
 # scenes) or per minute (the confuser scene), crossfaded.
@@ -107,6 +110,9 @@ BEDS_PER = ("bout", "scene")
 BED_CROSSFADE_S = 1.0
 BED_DBFS = -35.0  # every bed piece's RMS
 CONFUSER_BED_S = 60.0
+SUSTAINED_BOUTS = 4  # the sustained barking scene's bouts
+SUSTAINED_S = (180.0, 480.0)  # each bout's length, drawn: minutes, as the 7-minute rule needs
+SUSTAINED_SNR_DB = (0.0, 15.0)  # each bout's SNR, drawn; each bark within 3 dB of it
 TUNED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7), (0.95, 0.8))
 FUSED_WEIGHTS = ((0.5, 0.5), (0.35, 0.65))  # (A on the CNN, B on the fine-tuned score)
 FUSED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7))
@@ -221,6 +227,37 @@ def dog_scene(band: tuple[float, float], dogs: list[np.ndarray], beds: list[np.n
     bed = scene.samples.copy()
     for clip, start in plan:
         _place_dog(rng, scene, bed, dogs[clip], start, (20.0, 60.0), rng.uniform(*band))
+    return scene
+
+
+def sustained_scene(dogs: list[np.ndarray], beds: list[np.ndarray], seed: int,
+                    beds_per: str = "bout") -> Scene:
+    """Barking for minutes, which the dog scenes' bouts of 2-4 clips never are: in each of
+    ``SUSTAINED_BOUTS`` bouts of 3-8 minutes one dog (2-3 of the clips, drawn) barks again
+    and again 0.5-3 s apart from one place 20-60 m away, each bark within 3 dB of the bout's
+    SNR; 60-90 s of bed between bouts. An event filter that has learned "many candidates in
+    a row are a confuser" from scenes without such barking fails here (docs/DETECTOR.md,
+    eleventh step: a continuous finding missed)."""
+    rng = np.random.default_rng([seed, 9])
+    plan: list[tuple[int, int, float, float]] = []  # (clip, start sample, distance, SNR)
+    cuts: list[int] = []
+    at = 0
+    for _ in range(SUSTAINED_BOUTS):
+        at += int(rng.uniform(60.0, 90.0) * RATE)
+        cuts.append(at - 30 * RATE)
+        end = at + int(rng.uniform(*SUSTAINED_S) * RATE)
+        barks = rng.choice(len(dogs), size=min(int(rng.integers(2, 4)), len(dogs)),
+                           replace=False)
+        distance, snr_db = rng.uniform(20.0, 60.0), rng.uniform(*SUSTAINED_SNR_DB)
+        while at < end:
+            clip = int(barks[rng.integers(barks.size)])
+            plan.append((clip, at, distance, snr_db + rng.uniform(-3.0, 3.0)))
+            at += dogs[clip].size + int(rng.uniform(0.5, 3.0) * RATE)
+    scene = _empty("sustained barking",
+                   _bed(beds, at + 30 * RATE, beds_per, rng, [seed, 9, 11], cuts))
+    bed = scene.samples.copy()
+    for clip, start, distance, snr_db in plan:
+        _place_dog(rng, scene, bed, dogs[clip], start, (distance, distance), snr_db)
     return scene
 
 
@@ -354,6 +391,20 @@ def _hits(spans: list[tuple[float, float]], events: list[tuple[float, float]]) -
     return np.array([bool(np.any((starts < b) & (ends > a))) for a, b in spans], bool)
 
 
+def _held(span: tuple[float, float], events: list[tuple[float, float]]) -> bool:
+    """Whether one chain of ``events`` (each within ``CHAIN_GAP_S`` of the one before) covers
+    ``HELD_SHARE`` of the bout ``span``: what a continuous finding over it needs."""
+    a, b = span
+    mine = sorted((max(s, a), min(e, b)) for s, e in events if s < b and e > a)
+    longest, chain = 0.0, None
+    for start, end in mine:
+        if chain is None or start - chain[1] > CHAIN_GAP_S:
+            chain = [start, end]
+        chain[1] = max(chain[1], end)
+        longest = max(longest, chain[1] - chain[0])
+    return longest >= HELD_SHARE * (b - a)
+
+
 def judge_scene(scene: Scene, events: list[tuple[float, float]]) -> dict[str, Any]:
     """Counts of one scene for one detector (summed over scenes by :func:`summed`)."""
     duration = scene.labels.size * STEP_S
@@ -374,6 +425,10 @@ def judge_scene(scene: Scene, events: list[tuple[float, float]]) -> dict[str, An
     for size in (3, 5):
         big = [b for b in bouts if len(b) >= size]
         out[f"bouts of {size}+ missed"] = [sum(not found[b].any() for b in big), len(big)]
+    long_bouts = [(barks[b[0]][0], barks[b[-1]][1]) for b in bouts
+                  if barks[b[-1]][1] - barks[b[0]][0] >= LONG_BOUT_S]
+    out["bouts of 3+ min held"] = [sum(_held(span, events) for span in long_bouts),
+                                   len(long_bouts)]
     counts = segment_counts(barks, events, duration, 1.0)
     out["segments tp/fp/fn"] = [counts.tp, counts.fp, counts.fn]
     sounding = runs(scene.labels != 0, 0.0)
@@ -423,11 +478,12 @@ def drawn_clips(clips: list[CorpusClip], held: frozenset[str], seed: int, max_do
 
 
 def scenes_of(held: frozenset[str], seed: int, corpora: list[Path], max_dogs: int = 150,
-              max_others: int = 600, beds_per: str = "bout", confuser_bouts: bool = False
+              max_others: int = 600, beds_per: str = "bout", confuser_bouts: bool = False,
+              sustained: bool = False
               ) -> tuple[list[Scene], tuple[list[CorpusClip], list[CorpusClip]]]:
-    """A judged seed's scenes (one per SNR band, the confuser scene, and with
-    ``confuser_bouts`` the confuser bouts scene) from the ``held`` sources' clips, and the dog
-    and other clips placed in them."""
+    """A judged seed's scenes (one per SNR band, the confuser scene, with ``confuser_bouts``
+    the confuser bouts scene, with ``sustained`` the sustained barking scene) from the
+    ``held`` sources' clips, and the dog and other clips placed in them."""
     clips: list[CorpusClip] = read_corpora(corpora)
     beds = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
     dogs, others = drawn_clips(clips, held, seed, max_dogs, max_others)
@@ -441,12 +497,14 @@ def scenes_of(held: frozenset[str], seed: int, corpora: list[Path], max_dogs: in
     if confuser_bouts:
         scenes.append(confuser_scene(other_audio, beds, seed, [c.clip.label for c in others],
                                      beds_per, bouts=True))
+    if sustained:
+        scenes.append(sustained_scene(dog_audio, beds, seed, beds_per))
     return scenes, (dogs, others)
 
 
 def kind_of(scene: Scene) -> str:
-    """The report section a scene's counts go to: "dog scenes", "confuser scene" or
-    "confuser bouts scene"."""
+    """The report section a scene's counts go to: "dog scenes", "confuser scene", "confuser
+    bouts scene" or "sustained barking scene"."""
     if scene.name.startswith("dogs"):
         return "dog scenes"
     return "confuser scene" if scene.name == "confusers" else f"{scene.name} scene"
@@ -492,6 +550,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="judge a third scene too: every other clip repeated 2-4 times "
                         "0.5-3 s apart, as a dog's barks come (its false alarms are reported as "
                         "the confuser bouts scene)")
+    parser.add_argument("--sustained", action="store_true",
+                        help="judge the sustained barking scene too: 4 bouts of 3-8 minutes, "
+                        "one dog barking again and again 0.5-3 s apart (reported on its own)")
     parser.add_argument("--detectors", metavar="A,B",
                         help="judge only the detectors whose names start with one of these")
     parser.add_argument("--write-head", metavar="NAME=PATH",
@@ -509,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--held-out {error}")
     scenes, (dogs, others) = scenes_of(held, args.seed, list(args.corpus or DEFAULT_CORPORA),
                                        args.max_dog_clips, args.max_other_clips, args.beds_per,
-                                       args.confuser_bouts)
+                                       args.confuser_bouts, args.sustained)
     chosen = detectors()
     if args.detectors:
         prefixes = tuple(args.detectors.split(","))

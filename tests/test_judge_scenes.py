@@ -1,5 +1,6 @@
 """The held-out soundscapes of benchmarks/judge_soundscapes.py: another bed for each bout, the
-same clips, places and SNRs as a scene of one bed, and confusers in bouts as barks come."""
+same clips, places and SNRs as a scene of one bed, confusers in bouts as barks come, and
+barking sustained for minutes."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import pytest
 from benchmarks.judge_soundscapes import (
     BED_CROSSFADE_S,
     _bed_track,
+    _held,
     confuser_scene,
     dog_scene,
     kind_of,
+    sustained_scene,
 )
 from training.corpus import RATE
 
@@ -87,3 +90,32 @@ def test_confuser_bouts_repeat_each_clip_2_to_4_times_from_one_place_and_hold_no
     starts = [a for a, _, _ in scene.placed]
     assert starts == sorted(starts)
     assert kind_of(confuser_scene(others, [np.zeros(4 * RATE)], 3)) == "confuser scene"
+
+
+def test_sustained_barking_is_four_bouts_of_3_to_8_minutes_of_barks_half_to_3_s_apart() -> None:
+    rng = np.random.default_rng(5)
+    t = np.arange(int(0.4 * RATE)) / RATE
+    dogs = [np.sin(2 * np.pi * f * t) * 0.3 for f in rng.uniform(400, 1200, 6)]
+    scene = sustained_scene(dogs, _beds(), seed=2)
+    assert scene.name == "sustained barking" and kind_of(scene) == "sustained barking scene"
+    step = scene.samples.size / scene.labels.size / RATE
+    sounding = np.flatnonzero(np.diff(np.concatenate([[0], scene.labels != 0, [0]])))
+    clips = sounding.reshape(-1, 2) * step  # (start s, end s) of each placed bark
+    gaps = clips[1:, 0] - clips[:-1, 1]
+    breaks = np.flatnonzero(gaps > 30.0)
+    assert breaks.size == 3  # four bouts, 60-90 s of bed between them (less the 20 ms steps)
+    assert np.all((gaps[breaks] > 59.0) & (gaps[breaks] < 91.0))
+    inside = np.delete(gaps, breaks)
+    assert inside.min() > 0.5 - 0.05 and inside.max() < 3.0 + 0.05
+    for bout in np.split(clips, breaks + 1):
+        assert 180.0 <= bout[-1, 1] - bout[0, 0] <= 480.0 + 0.5
+    assert np.count_nonzero(scene.labels == 1) > 0.5 * np.count_nonzero(scene.labels)
+
+
+def test_a_long_bout_is_held_only_by_one_chain_of_events_over_nine_tenths_of_it() -> None:
+    bout = (100.0, 400.0)
+    assert _held(bout, [(100.0, 110.0), (160.0, 200.0), (250.0, 380.0)])  # gaps 50 s: 280 s
+    assert not _held(bout, [(100.0, 110.0), (180.0, 200.0), (250.0, 380.0)])  # a 70 s gap
+    assert not _held(bout, [(100.0, 360.0)])  # 260 s of 300: under nine tenths
+    assert _held(bout, [(50.0, 450.0)])  # clipped to the bout
+    assert not _held(bout, [(0.0, 99.0), (401.0, 500.0)]) and not _held(bout, [])

@@ -103,8 +103,8 @@ def labels(j: Judged) -> np.ndarray:
     return np.where(dog, 1, np.where(any_sound, -1, 0))
 
 
-def load(spec: str, cache: Path, candidates: tuple[float, float], confuser_bouts: bool
-         ) -> list[Judged]:
+def load(spec: str, cache: Path, candidates: tuple[float, float], confuser_bouts: bool,
+         sustained: bool = False) -> list[Judged]:
     """``REPORT:NETWORK:SEEDS`` -> every scene of those seeds, judged."""
     report, network, seeds = spec.split(":")
     held = held_out_sources(Path(report))
@@ -112,7 +112,7 @@ def load(spec: str, cache: Path, candidates: tuple[float, float], confuser_bouts
     with tempfile.TemporaryDirectory() as workdir:
         for seed in (int(s) for s in seeds.split(",")):
             scenes, _ = J.scenes_of(held, seed, list(J.DEFAULT_CORPORA),
-                                    confuser_bouts=confuser_bouts)
+                                    confuser_bouts=confuser_bouts, sustained=sustained)
             for scene in scenes:
                 frames = J.measured(scene, Path(workdir), cache, Path(network))
                 scene.samples = np.zeros(0)  # judged by its labels alone: memory
@@ -134,6 +134,10 @@ def figures(rows: list[tuple[J.Scene, list[tuple[float, float]]]]) -> dict[str, 
            "dog-scene fa": d["false alarms"]}
     if "confuser bouts scene" in kinds:
         out["bouts fa/h"] = J.summed(kinds["confuser bouts scene"])["false alarms per hour"]
+    if "sustained barking scene" in kinds:
+        sustained = J.summed(kinds["sustained barking scene"])
+        out["sustained R"] = sustained.get("segment precision/recall/F1", [0, 0, 0])[1]
+        out["sustained held"] = sustained["bouts of 3+ min held"]
     return out
 
 
@@ -149,7 +153,12 @@ def at_rates(points: list[dict[str, Any]], rates: tuple[float, ...], key: str = 
             continue
         v = [float(np.interp(rate, fa, [p[k] for p in points]))
              for k in ("F1", "hit 5+", "5+ missed")]
-        cells.append(f"{rate:g}/h: F1 {v[0]:.3f} hit {v[1]:.2f} missed {v[2]:.0f}")
+        cell = f"{rate:g}/h: F1 {v[0]:.3f} hit {v[1]:.2f} missed {v[2]:.0f}"
+        if "sustained R" in points[0]:
+            r = float(np.interp(rate, fa, [p["sustained R"] for p in points]))
+            held = float(np.interp(rate, fa, [p["sustained held"][0] for p in points]))
+            cell += f" sustained R {r:.2f} held {held:.1f}/{points[0]['sustained held'][1]}"
+        cells.append(cell)
     return "; ".join(cells)
 
 
@@ -167,7 +176,7 @@ def export(args: argparse.Namespace, scenes: list[Judged], candidates: tuple[flo
         x[:, [i for i in range(len(FEATURES)) if i not in NO_DENSITY]] = 0.0
     model = trees().fit(x[keep], y[keep])
     version = (f"dog-verifier-1.0-c{args.candidates.replace('/', '-')}-k{args.keep_at:g}"
-               + ("-nd" if args.no_density else ""))
+               + ("-nd" if args.no_density else "") + ("-sus" if args.sustained else ""))
     verifier_model(model, version, args.keep_at, *candidates).save(args.export)
     log.info("%s: %d candidates (%d dog), written to %s", version, keep.sum(),
              (y == 1).sum(), args.export)
@@ -184,6 +193,9 @@ def main() -> int:
     parser.add_argument("--confuser-bouts", action="store_true",
                         help="judge the confuser bouts scene too (judge_soundscapes.py "
                         "--confuser-bouts must have measured it)")
+    parser.add_argument("--sustained", action="store_true",
+                        help="train and judge on the sustained barking scene too "
+                        "(judge_soundscapes.py --sustained must have measured it)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--export", type=Path, metavar="NPZ",
                         help="train the trees on --train and --test together and write them")
@@ -195,8 +207,8 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     on, off = (float(x) for x in args.candidates.split("/"))
-    train = load(args.train, args.frames_cache, (on, off), args.confuser_bouts)
-    test = load(args.test, args.frames_cache, (on, off), args.confuser_bouts)
+    train = load(args.train, args.frames_cache, (on, off), args.confuser_bouts, args.sustained)
+    test = load(args.test, args.frames_cache, (on, off), args.confuser_bouts, args.sustained)
     x_train = np.concatenate([j.features for j in train])
     y_train = np.concatenate([labels(j) for j in train])
     keep = y_train >= 0
