@@ -71,6 +71,7 @@ if str(ROOT) not in sys.path:  # run as a script: the repository's packages
 from analyzer.config import DetectorSettings  # noqa: E402
 from analyzer.detect import DevicePipeline  # noqa: E402
 from analyzer.detect.head import ANALYZER_HEAD_PATH, DEFAULT_HEAD_PATH, DogHead  # noqa: E402
+from analyzer.detect.verifier import NO_VERIFIER  # noqa: E402
 from analyzer.offline.analysis import frames_of_file  # noqa: E402
 from analyzer.offline.evaluate import segment_counts  # noqa: E402
 from sensor.dog_cnn import DEFAULT_MODEL_PATH  # noqa: E402
@@ -337,10 +338,15 @@ def _measured(scene: Scene, workdir: Path, sensor_network: Path) -> list[Frame]:
 
 
 def detectors() -> dict[str, tuple[DogHead, DetectorSettings, bool]]:
-    """name -> (head, settings, whether YAMNet's class scores are hidden: the CNN alone)."""
-    plain = DetectorSettings()
+    """name -> (head, settings, whether YAMNet's class scores are hidden: the CNN alone).
+
+    "shipped" is the bundled fusion at its own thresholds, without the event verifier (what
+    shipped until 2026-12-07, and what every variant below starts from); "shipped+verifier"
+    is the analyzer's default since then."""
+    plain = DetectorSettings(verifier_path=NO_VERIFIER)
     out: dict[str, tuple[DogHead, DetectorSettings, bool]] = {
         "shipped": (DogHead.load(ANALYZER_HEAD_PATH), plain, False),
+        "shipped+verifier": (DogHead.load(ANALYZER_HEAD_PATH), DetectorSettings(), False),
         "v4": (DogHead.load(DEFAULT_HEAD_PATH), plain, False),
         "yamnet": (DogHead(fusion_kind="head"), plain, False),
         "cnn": (DogHead(fusion_kind="max"), plain, True),

@@ -17,6 +17,7 @@ from analyzer.detect.head import ANALYZER_HEAD_PATH, DogHead
 from analyzer.detect.verifier import (
     BUNDLED_VERIFIER_PATH,
     FEATURES,
+    NO_VERIFIER,
     VerifierError,
     VerifierModel,
     VerifierState,
@@ -29,6 +30,7 @@ from training.verifier import verifier_model
 
 HOP_NS = 20_000_000
 NS = 1_000_000_000
+NO_VERIFIER_SETTINGS = DetectorSettings(verifier_path=NO_VERIFIER)  # the fusion alone
 
 
 def _state_with(fused: np.ndarray, laf: np.ndarray, dg: np.ndarray | None = None
@@ -119,7 +121,7 @@ def test_a_verifier_keeping_all_changes_nothing_and_one_keeping_none_drops_all(
 ) -> None:
     low = dataclasses.replace(DogHead.load(ANALYZER_HEAD_PATH), on_threshold=0.3,
                               off_threshold=0.2)
-    plain = _spans(DevicePipeline("dev-1", DetectorSettings(), low), two_barks)
+    plain = _spans(DevicePipeline("dev-1", NO_VERIFIER_SETTINGS, low), two_barks)
     assert len(plain) == 2  # both barks are candidates at 0.3 / 0.2 (at 0.9 / 0.7, one)
     keep_all = VerifierModel.keeping_all(0.3, 0.2)
     judged = DevicePipeline("dev-1", DetectorSettings(), verifier=keep_all)
@@ -157,8 +159,7 @@ def test_a_pipeline_restored_from_the_journal_judges_as_the_uninterrupted_one(
 def test_the_bundled_verifier_keeps_both_real_barks_of_the_demo(two_barks: list[Frame]) -> None:
     bundled = VerifierModel.load(BUNDLED_VERIFIER_PATH)
     assert (bundled.on_threshold, bundled.off_threshold, bundled.keep_at) == (0.3, 0.2, 0.8)
-    pipeline = DevicePipeline("dev-1", DetectorSettings(
-        verifier_path=str(BUNDLED_VERIFIER_PATH)))
+    pipeline = DevicePipeline("dev-1", DetectorSettings())  # the default: the bundled one
     pipeline.candidates = []
     kept = _spans(pipeline, two_barks)
     # the clear bark at 2.39 s and the weak one at 10.83 s (0.53 under the shipped fusion, which
@@ -172,7 +173,7 @@ def test_a_candidate_with_no_steps_to_judge_it_by_is_kept(two_barks: list[Frame]
     # A journal written before the verifier was configured restores no step series: an event
     # the tracker had open across the restart is kept, not judged on a part of it.
     keep_none = dataclasses.replace(VerifierModel.keeping_all(0.3, 0.2), keep_at=1.5)
-    plain = DevicePipeline("dev-1", DetectorSettings(), dataclasses.replace(
+    plain = DevicePipeline("dev-1", NO_VERIFIER_SETTINGS, dataclasses.replace(
         DogHead.load(ANALYZER_HEAD_PATH), on_threshold=0.3, off_threshold=0.2))
     for frame in two_barks[:12]:  # the weak bark (10.96-12.02 s) is open at 12 s
         plain.feed(frame)
@@ -183,3 +184,15 @@ def test_a_candidate_with_no_steps_to_judge_it_by_is_kept(two_barks: list[Frame]
     expected = [(e.onset_ns, e.offset_ns) for e in plain.flush()]
     assert len(expected) == 1
     assert [(e.onset_ns, e.offset_ns) for e in restored.flush()] == expected
+
+
+def test_the_verifier_is_the_default_and_none_turns_it_off(two_barks: list[Frame]) -> None:
+    bundled = VerifierModel.load(BUNDLED_VERIFIER_PATH)
+    default = DevicePipeline("dev-1", DetectorSettings())
+    assert default.verifier is not None and default.verifier.version == bundled.version
+    named = DevicePipeline("dev-1", DetectorSettings(verifier_path=str(BUNDLED_VERIFIER_PATH)))
+    assert _spans(named, two_barks) == _spans(default, two_barks)
+    off = DevicePipeline("dev-1", NO_VERIFIER_SETTINGS)
+    assert off.verifier is None and bundled.version not in off.model_version
+    # the fusion alone at its own thresholds finds the clear bark only
+    assert [round(a / NS) for a, _ in _spans(off, two_barks)] == [2]

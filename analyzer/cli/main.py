@@ -151,10 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
 def check_detector_files(settings: Any) -> None:
     """Read the configured event verifier once, so that a missing or damaged file is named at
     the start (VerifierError) rather than at every device's first frame."""
-    if settings.verifier_path:
-        from analyzer.detect.verifier import cached_verifier
+    from analyzer.detect.verifier import configured_verifier
 
-        cached_verifier(settings.verifier_path)
+    configured_verifier(settings.verifier_path)
 
 
 def _analyzer(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

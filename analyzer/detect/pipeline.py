@@ -11,8 +11,9 @@ Per 20 ms step the score the event tracker reads is the fusion (:meth:`DogHead.f
   patch completed by the end of second k + 1 (``sensor.wire``), which includes every patch
   that covers a step of frame k, so the head adds no delay beyond the smoothing.
 
-With ``[detector] verifier_path`` the tracker finds candidates at the verifier's own low
-thresholds and each one is kept or dropped when it ends (:mod:`analyzer.detect.verifier`).
+With an event verifier (the bundled one unless ``[detector] verifier_path`` names another, or
+``"none"``) the tracker finds candidates at the verifier's own low thresholds and each one is
+kept or dropped when it ends (:mod:`analyzer.detect.verifier`).
 
 Which patch score (:func:`patch_scores_of`): a head that reads the sensor's fine-tuned network
 takes ``dg``; otherwise the score the sensor's dog head computed (``pd``, wire v4: the
@@ -38,7 +39,7 @@ from analyzer.detect.head import (
     step_head_scores,
 )
 from analyzer.detect.settings import DetectorSettings
-from analyzer.detect.verifier import VerifierModel, VerifierState, cached_verifier
+from analyzer.detect.verifier import VerifierModel, VerifierState, configured_verifier
 from sensor.dog_head import cached_head, head_version
 from sensor.wire import Frame
 
@@ -86,8 +87,7 @@ class DevicePipeline:
             # A trained fusion's scores have their own scale: the thresholds tuned with it.
             settings = replace(settings, on_threshold=self.head.on_threshold,
                                off_threshold=self.head.off_threshold)  # fmt: skip
-        self.verifier = verifier or (
-            cached_verifier(settings.verifier_path) if settings.verifier_path else None)
+        self.verifier = verifier or configured_verifier(settings.verifier_path)
         if self.verifier is not None:  # the tracker finds candidates; the verifier decides
             settings = replace(settings, on_threshold=self.verifier.on_threshold,
                                off_threshold=self.verifier.off_threshold)

@@ -43,8 +43,9 @@ CONTEXT_S = 20.0  # levels and dog seconds: this long before a candidate, and th
 HISTORY_S = 30.0  # earlier candidates counted this far back
 BUFFER_S = 120.0  # step series kept: a longer candidate is judged on its last part
 _FORMAT = "barkwatch-event-verifier-1"
-# The bundled verifier (models/MODEL_CARD.md): chosen with [detector] verifier_path.
+# The bundled verifier (models/MODEL_CARD.md): the default of [detector] verifier_path.
 BUNDLED_VERIFIER_PATH = MODELS_DIR / "dog_verifier.npz"
+NO_VERIFIER = "none"  # [detector] verifier_path: events at the detector's own thresholds
 
 
 class VerifierError(AnalyzerError):
@@ -187,3 +188,11 @@ class VerifierState:
 def cached_verifier(path: str) -> VerifierModel:
     """:meth:`VerifierModel.load`, once per path."""
     return VerifierModel.load(path)
+
+
+def configured_verifier(path: str) -> VerifierModel | None:
+    """The verifier ``[detector] verifier_path`` names: empty, the bundled one; ``"none"``,
+    no verifier."""
+    if path == NO_VERIFIER:
+        return None
+    return cached_verifier(path or str(BUNDLED_VERIFIER_PATH))

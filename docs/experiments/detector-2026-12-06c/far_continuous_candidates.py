@@ -28,7 +28,7 @@ verifier = VerifierModel.load(BUNDLED_VERIFIER_PATH)
 judged = DevicePipeline("d", DetectorSettings(), verifier=verifier)
 judged.candidates = []
 events = [e for f in frames for e in judged.feed(f).events] + judged.flush()
-shipped = DevicePipeline("d", DetectorSettings())
+shipped = DevicePipeline("d", DetectorSettings(verifier_path="none"))  # the fusion alone
 shipped_events = [e for f in frames for e in shipped.feed(f).events] + shipped.flush()
 print(path, "frames", len(frames), "verifier events", len(events), "shipped events",
       len(shipped_events), "candidates", len(judged.candidates))
