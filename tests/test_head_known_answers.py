@@ -86,9 +86,11 @@ def test_barkwatch_analyze_finds_the_events_the_head_evaluation_scores(
         samples[int(at_s * SR) : int(at_s * SR) + bark.size] += bark
     path = tmp_path / "barks.wav"
     sf.write(path, samples, SR, subtype="FLOAT")
-    # the head under test (v4, the sensor's) rather than the analyzer's bundled v5-fused
+    # the head under test (v4, the sensor's) rather than the analyzer's bundled v5-fused, at
+    # its own thresholds (no event verifier)
     document = analyze_file(path, full_scale_db=100.0,
-                            settings=DetectorSettings(head_path=str(DEFAULT_HEAD_PATH)))
+                            settings=DetectorSettings(head_path=str(DEFAULT_HEAD_PATH),
+                                                      verifier_path="none"))
     assert head.on_threshold is not None and head.off_threshold is not None
     expected = spans_of(fused_scores(scorers, head, samples), head.on_threshold,
                         head.off_threshold)  # fmt: skip

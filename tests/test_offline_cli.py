@@ -214,8 +214,10 @@ def test_a_recording_at_an_unsupported_rate_is_resampled_and_gives_the_same_onse
     assert len(original["events"]) >= 2
     # An MP3 encoder's padding may shift a little. At 8 kHz the bands over 4 kHz are gone, and
     # the CNN's own score, which an event is cut to (span_cnn_floor), may reach the floor a few
-    # steps later in a bark (12.64 -> 12.88 s for the third event here).
-    tolerance = {"mp3": 0.1, "wav": 0.25 if rate == 8000 else 0.04}[kind]
+    # steps later in a bark (12.64 -> 12.88 s for the third event here). The event verifier's
+    # candidates start where the fused score reaches 0.3, on a bark's slow rise, which an MP3
+    # encoder's smearing moves more (1.44 -> 1.62 s for the first event at 22.05 kHz).
+    tolerance = {"mp3": 0.2, "wav": 0.25 if rate == 8000 else 0.04}[kind]
     # Every event of the original has its twin in the copy (the band-limited 8 kHz copy may
     # split a long bark where the original does not, so it may hold more). Onsets are whole
     # 20 ms steps: 1e-9 absorbs their float sums.

@@ -150,6 +150,9 @@ def test_the_analyzer_fuses_with_the_v5_head_unless_told_otherwise() -> None:
     pipeline = DevicePipeline("dev-1", DetectorSettings())
     assert pipeline.head.version == DogHead.load(V5_FUSED_HEAD).version
     assert pipeline.head.sensor_scores and pipeline.head.kind == "logistic"
-    assert (pipeline.settings.on_threshold, pipeline.settings.off_threshold) == (0.9, 0.7)
+    assert (pipeline.head.on_threshold, pipeline.head.off_threshold) == (0.9, 0.7)
+    # the event verifier (the default) finds candidates at its own thresholds and judges them
+    assert pipeline.verifier is not None
+    assert (pipeline.settings.on_threshold, pipeline.settings.off_threshold) == (0.3, 0.2)
     samples = bark_far_away(10.0)
     assert events_of(pipeline.head, samples) == events_of(DogHead.load(V5_FUSED_HEAD), samples)

@@ -13,7 +13,7 @@ import pytest
 from sklearn.ensemble import HistGradientBoostingClassifier
 
 from analyzer.detect import DetectorSettings, DevicePipeline
-from analyzer.detect.head import ANALYZER_HEAD_PATH, DogHead
+from analyzer.detect.head import ANALYZER_HEAD_PATH, DEFAULT_HEAD_PATH, DogHead
 from analyzer.detect.verifier import (
     BUNDLED_VERIFIER_PATH,
     FEATURES,
@@ -196,3 +196,9 @@ def test_the_verifier_is_the_default_and_none_turns_it_off(two_barks: list[Frame
     assert off.verifier is None and bundled.version not in off.model_version
     # the fusion alone at its own thresholds finds the clear bark only
     assert [round(a / NS) for a, _ in _spans(off, two_barks)] == [2]
+    # the bundled verifier learnt the bundled fusion's candidates: with another head, none
+    # unless one is named
+    v4 = DetectorSettings(head_path=str(DEFAULT_HEAD_PATH))
+    assert DevicePipeline("dev-1", v4).verifier is None
+    assert DevicePipeline("dev-1", DetectorSettings(
+        head_path=str(ANALYZER_HEAD_PATH))).verifier is not None

@@ -87,7 +87,8 @@ class DevicePipeline:
             # A trained fusion's scores have their own scale: the thresholds tuned with it.
             settings = replace(settings, on_threshold=self.head.on_threshold,
                                off_threshold=self.head.off_threshold)  # fmt: skip
-        self.verifier = verifier or configured_verifier(settings.verifier_path)
+        self.verifier = verifier or configured_verifier(settings.verifier_path,
+                                                        self.head.version)
         if self.verifier is not None:  # the tracker finds candidates; the verifier decides
             settings = replace(settings, on_threshold=self.verifier.on_threshold,
                                off_threshold=self.verifier.off_threshold)

@@ -42,7 +42,8 @@ class DetectorSettings:
     verifier_path: str = setting(
         "", "event verifier file (.npz, analyzer.detect.verifier): candidates found at its own "
         "low thresholds are kept or dropped by it; empty = bundled (models/dog_verifier.npz, "
-        "docs/DETECTOR.md); \"none\" = no verifier (events at the thresholds above)"
+        "docs/DETECTOR.md) with the bundled head, none with another head_path; \"none\" = no "
+        "verifier (events at the thresholds above)"
     )
     span_cnn_floor: float = setting(
         0.2, "an event's extent and levels are cut to its steps where the CNN's own score "

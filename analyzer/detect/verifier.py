@@ -190,9 +190,17 @@ def cached_verifier(path: str) -> VerifierModel:
     return VerifierModel.load(path)
 
 
-def configured_verifier(path: str) -> VerifierModel | None:
-    """The verifier ``[detector] verifier_path`` names: empty, the bundled one; ``"none"``,
-    no verifier."""
+def configured_verifier(path: str, head_version: str | None = None) -> VerifierModel | None:
+    """The verifier ``[detector] verifier_path`` names: ``"none"``, no verifier; empty, the
+    bundled one when the head is the bundled one (``head_version`` None or its version), none
+    with another head (the bundled verifier learnt the bundled fusion's candidates)."""
+    from analyzer.detect.head import ANALYZER_HEAD_PATH
+    from sensor.dog_head import cached_head
+
     if path == NO_VERIFIER:
         return None
-    return cached_verifier(path or str(BUNDLED_VERIFIER_PATH))
+    if path:
+        return cached_verifier(path)
+    if head_version is not None and head_version != cached_head(str(ANALYZER_HEAD_PATH)).version:
+        return None
+    return cached_verifier(str(BUNDLED_VERIFIER_PATH))
