@@ -9,7 +9,7 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analyzer import __version__
 from analyzer.errors import AnalyzerError
@@ -17,6 +17,9 @@ from sensor.calibration import DEFAULT_FULL_SCALE_DB
 from sensor.cli import configure_logging
 from sensor.configfile import finite_float
 from sensor.errors import SensorError
+
+if TYPE_CHECKING:  # imported lazily at run time: the CLI starts fast
+    from analyzer.detect.settings import DetectorSettings
 
 log = logging.getLogger("barkwatch")
 
@@ -148,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check_detector_files(settings: Any) -> None:
+def check_detector_files(settings: DetectorSettings) -> None:
     """Read the configured event verifier once, so that a missing or damaged file is named at
     the start (VerifierError) rather than at every device's first frame."""
     from analyzer.detect.verifier import configured_verifier

@@ -34,8 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
+from analyzer.detect.head import ANALYZER_HEAD_PATH
 from analyzer.errors import AnalyzerError
-from sensor.dog_head import MODELS_DIR
+from sensor.dog_head import MODELS_DIR, cached_head
 
 FEATURES = ("length", "fused max", "fused mean", "dg max", "cnn max", "prominence",
             "before 10 s", "before 30 s", "before max", "dog seconds")
@@ -194,9 +195,6 @@ def configured_verifier(path: str, head_version: str | None = None) -> VerifierM
     """The verifier ``[detector] verifier_path`` names: ``"none"``, no verifier; empty, the
     bundled one when the head is the bundled one (``head_version`` None or its version), none
     with another head (the bundled verifier learnt the bundled fusion's candidates)."""
-    from analyzer.detect.head import ANALYZER_HEAD_PATH
-    from sensor.dog_head import cached_head
-
     if path == NO_VERIFIER:
         return None
     if path:

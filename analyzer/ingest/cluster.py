@@ -458,11 +458,7 @@ class ClusterAnalyzer:
             except Exception as exc:  # not served: free the lease at once for anyone to take
                 log.error("partition %d: could not start serving it (%s: %s); lease freed",
                           partition, type(exc).__name__, exc or "no answer")
-                self._revisions.pop(partition, None)
-                try:
-                    self.link.call(self._free(partition), self.config.cluster.lease_s / 4)
-                except Exception:  # it expires after lease_s all the same
-                    log.debug("partition %d: lease not freed; it expires", partition)
+                self._release(partition, delete_lease=True)
 
     async def _renew(self, held: dict[int, int]) -> tuple[dict[int, int], dict[int, str]]:
         """Write this analyzer's membership and every lease in ``held`` (partition: revision);
