@@ -44,6 +44,7 @@ from analyzer.acoustics.audibility import (  # noqa: E402
 from analyzer.acoustics.site import InstallationRecord  # noqa: E402
 from analyzer.config import DetectorSettings  # noqa: E402
 from analyzer.detect import DevicePipeline, DogEvent  # noqa: E402
+from analyzer.detect.verifier import VerifierModel  # noqa: E402
 from sensor.frames import FrameBuilder  # noqa: E402
 from sensor.wire import (  # noqa: E402
     GATE_DOG,
@@ -78,7 +79,7 @@ SITE = InstallationRecord(device_id="gate-cost", source_to_sensor_m=8.0,
 
 
 def events(frames: list[Frame], settings: DetectorSettings, whole: bool,
-           truth: np.ndarray | None = None,
+           truth: np.ndarray | None = None, verifier: VerifierModel | None = None,
            ) -> tuple[list[tuple[int, int, str]], int, list[tuple[float, float, bool, float]]]:
     """Events from the frames as the analyzer receives them, the bytes sent, and each event's
     audibility as the live analyzer judges it when the event ends (level 100 ft away,
@@ -86,8 +87,9 @@ def events(frames: list[Frame], settings: DetectorSettings, whole: bool,
     carries everything and the background comes from every second's spectrum, as v2 and v3
     sent it. ``truth``: the background scene's own 1 s band levels (seconds x bands), to which
     each event's band background is compared (mean absolute error over the vocal bands, dB,
-    against their L90 over the same window)."""
-    pipeline = DevicePipeline("gate-cost", settings)
+    against their L90 over the same window). ``verifier``: this one instead of the
+    configured one."""
+    pipeline = DevicePipeline("gate-cost", settings, verifier=verifier)
     assessor = AudibilityAssessor(SITE, AudibilitySettings())
     found, sent, judged = [], 0, []
 
@@ -218,13 +220,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="barks only from the held_out_sources of this report of "
                         "barkwatch-train finetune --export (sources the sensor's fine-tuned "
                         "network never saw); default: every source of dogs/")
+    parser.add_argument("--candidates", action="store_true",
+                        help="every candidate of the configured event verifier kept (what the "
+                        "verifier is given to judge), instead of the events it keeps")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     settings = DetectorSettings(head_path=args.head)
+    verifier = None
+    if args.candidates:
+        configured = DevicePipeline("gate-cost", settings).verifier
+        if configured is None:
+            parser.error("--candidates: the detector runs without an event verifier")
+        verifier = VerifierModel.keeping_all(configured.on_threshold, configured.off_threshold)
     started = time.monotonic()
     results: dict[str, object] = {"load_average": os.getloadavg(), "seed": args.seed,
-                                  "head": args.head or "bundled"}
+                                  "head": args.head or "bundled",
+                                  "candidates": args.candidates}
     sources = None
     if args.held_out:
         try:
@@ -242,8 +254,10 @@ def main(argv: list[str] | None = None) -> int:
         if spans:  # the street alone: the background each event's estimate should find
             truth = np.stack([frame_band_levels(f) for f in frames_of(np.resize(bed,
                                                                                 samples.size))])
-        gated, sent, at_100ft = events(frames, settings, whole=False, truth=truth)
-        whole, sent_whole, at_100ft_whole = events(frames, settings, whole=True, truth=truth)
+        gated, sent, at_100ft = events(frames, settings, whole=False, truth=truth,
+                                       verifier=verifier)
+        whole, sent_whole, at_100ft_whole = events(frames, settings, whole=True, truth=truth,
+                                                    verifier=verifier)
         share = {g: sum(f.gate == g for f in frames) / len(frames)
                  for g in (GATE_DOG, GATE_QUIET, GATE_SPEECH)}
         results[name] = {
@@ -261,8 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     for over in (0.0, 5.0, 10.0):
         samples, spans = bark_scene(barks, bed, np.random.default_rng(args.seed), voices, over)
         frames = frames_of(samples)
-        gated = events(frames, settings, whole=False)[0]
-        whole = events(frames, settings, whole=True)[0]
+        gated = events(frames, settings, whole=False, verifier=verifier)[0]
+        whole = events(frames, settings, whole=True, verifier=verifier)[0]
         under[f"bark {over:g} dB over the voice"] = {
             "hit_rate_gated": hit_rate(gated, spans), "hit_rate_whole": hit_rate(whole, spans),
             "speech_seconds": sum(f.gate == GATE_SPEECH for f in frames)}

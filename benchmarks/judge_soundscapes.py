@@ -75,8 +75,13 @@ from analyzer.detect.verifier import NO_VERIFIER  # noqa: E402
 from analyzer.offline.analysis import frames_of_file  # noqa: E402
 from analyzer.offline.evaluate import segment_counts  # noqa: E402
 from sensor.dog_cnn import DEFAULT_MODEL_PATH  # noqa: E402
+from sensor.gate import TUNED_HEAD_FILES, GateSettings  # noqa: E402
 from sensor.wire import Frame  # noqa: E402
-from sensor.yamnet_network import DEFAULT_SENSOR_NETWORK_PATH, DEFAULT_YAMNET_PATH  # noqa: E402
+from sensor.yamnet_network import (  # noqa: E402
+    DEFAULT_SENSOR_NETWORK_PATH,
+    DEFAULT_YAMNET_PATH,
+    MODELS_DIR,
+)
 from training.corpus import RATE, load_audio  # noqa: E402
 from training.finetune import at_distance, bed_piece, held_out_sources, rms  # noqa: E402
 from training.head_data import (  # noqa: E402
@@ -323,10 +328,13 @@ def measured(scene: Scene, workdir: Path, cache: Path | None = None,
 
 
 def _sensor_models_digest(sensor_network: Path) -> bytes:
-    """What the sensor's networks are: frames measured with other models are not reused."""
+    """What the sensor's networks and its speech gate are: frames measured with other models,
+    or gated otherwise (the frames kept are those after the wire), are not reused."""
     digest = hashlib.sha256()
-    for path in (DEFAULT_MODEL_PATH, DEFAULT_YAMNET_PATH, sensor_network):
+    gate_heads = [DEFAULT_HEAD_PATH, *(MODELS_DIR / name for name in TUNED_HEAD_FILES)]
+    for path in (DEFAULT_MODEL_PATH, DEFAULT_YAMNET_PATH, sensor_network, *gate_heads):
         digest.update(path.read_bytes() if path.is_file() else b"-")
+    digest.update(repr(GateSettings()).encode())
     return digest.digest()
 
 

@@ -157,3 +157,30 @@ def test_each_detector_counts_as_dog_activity_from_its_own_off_threshold_less_th
     assert gate._dog_activity(frame, (0.0, 0.71, 0.0))
     assert gate._dog_activity(frame, (0.5, 0.0, 0.0))
     assert not gate._dog_activity(frame, (0.49, 0.69, 0.49))
+
+
+def test_the_verifiers_candidates_are_the_same_in_gated_frames() -> None:
+    """A faint bark in the street, 28 dB under it: every candidate the default event verifier
+    is given in the frames that carry everything is there in the gated frames (no one speaks
+    there; where someone does, the gate can withhold a candidate: docs/PRIVACY.md)."""
+    from analyzer.detect.verifier import BUNDLED_VERIFIER_PATH, VerifierModel
+    from training.finetune import at_distance
+
+    street = clip("sonyc_street_ambience_01_027029.flac")
+    bark = at_distance(clip("lugaru_bark2.flac"), 30.0, 0.75)
+    at = 4 * RATE + RATE // 3
+    street[at:at + bark.size] += np.std(street) / np.std(bark) * 10 ** (-28 / 20) * bark
+    frames = frames_of(street)
+    bundled = VerifierModel.load(BUNDLED_VERIFIER_PATH)
+    every = VerifierModel.keeping_all(bundled.on_threshold, bundled.off_threshold)
+
+    def candidates(sent: list[Frame]) -> list[tuple[int, int]]:
+        pipeline = DevicePipeline("gate-1", DetectorSettings(), verifier=every)
+        found = [e for f in sent for e in pipeline.feed(decode_frame(encode_frame(f))).events]
+        found += pipeline.finish().events
+        return [(e.onset_ns, e.offset_ns) for e in found]
+
+    gated = candidates(frames)
+    assert GATE_QUIET in [f.gate for f in frames] and GATE_DOG in [f.gate for f in frames]
+    assert gated == candidates([dataclasses.replace(f, gate=GATE_DOG) for f in frames])
+    assert len(gated) == 1
