@@ -54,6 +54,15 @@ PROGRESS_EVERY_NS = 10 * 1_000_000_000
 BACKGROUND_EVERY_NS = 60 * 1_000_000_000
 
 
+def progress_due(frame: Frame) -> bool:
+    """Whether ``frame`` carries the rules' progress: the first frame captured in each
+    ``PROGRESS_EVERY_NS`` of capture time (the frame a frame's length before it would lie in
+    the period before). A function of the frame alone, so an analyzer that takes a device over
+    mid-stream writes the same points as the one before it would have."""
+    length = max(1, frame.end_ns - frame.capture_ns)
+    return frame.capture_ns // PROGRESS_EVERY_NS != (frame.capture_ns - length) // PROGRESS_EVERY_NS
+
+
 @dataclass
 class DeviceOutput:
     """What one frame produced: its highest dog score, points to store, messages to publish."""
@@ -75,7 +84,6 @@ class DeviceAnalysis:
         self.assessor = AudibilityAssessor(site, config.audibility) if site else None
         self.sector = site.sector if site is not None else None
         self.rules = DeviceRules(device_id, config.rules, chain)
-        self._next_progress_ns = 0
         self._next_background_ns = 0
 
     def prime(self, influx: InfluxClient, first_frame_ns: int) -> None:
@@ -122,7 +130,7 @@ class DeviceAnalysis:
         if self.assessor is not None:
             self.assessor.observe(frame, result.max_dog_score)
         rule_events = self._record_events(result.events, out)
-        with_progress = frame.capture_ns >= self._next_progress_ns
+        with_progress = progress_due(frame)
         ruling = self.rules.step(rule_events, frame.capture_ns, frame.end_ns, with_progress)
         for finding in ruling.ongoing:
             log.warning("%s: %s threshold crossed at capture time %d (ongoing)",
@@ -136,7 +144,6 @@ class DeviceAnalysis:
             out.points.append(progress_point(ruling.progress))
             out.messages.append((progress_topic(self.device_id),
                                  progress_payload(ruling.progress)))
-            self._next_progress_ns = frame.capture_ns + PROGRESS_EVERY_NS
         if self.assessor is not None and frame.capture_ns >= self._next_background_ns:
             background = self.assessor.background.estimate()
             if background is not None:
