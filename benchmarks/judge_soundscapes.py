@@ -19,6 +19,9 @@ network never saw, through the analyzer's own pipeline (issue 39, deliverable 3)
 - With ``--confuser-bouts``, **a confuser bouts scene**: each of those clips 2-4 times, 0.5-3 s
   apart, from one place, as the dogs' barks come in bouts (a detector that uses its events'
   neighbours cannot tell the scenes apart by their layout).
+- With ``--sustained``, **a sustained barking scene** (bouts of 3-8 minutes), and with
+  ``--voiced``, **a barks under voices scene**: the +0..+5 dB scene's clips and beds at 0..+15
+  dB, a held-out voice over each bark, the bark 0..10 dB over it.
 
 Each scene is written as a 48 kHz FLAC and measured as ``barkwatch analyze`` measures a file
 (``analyzer.offline.analysis.frames_of_file``: the sensor's frame builder and networks, the
@@ -119,6 +122,8 @@ CONFUSER_BED_S = 60.0
 SUSTAINED_BOUTS = 4  # the sustained barking scene's bouts
 SUSTAINED_S = (180.0, 480.0)  # each bout's length, drawn: minutes, as the 7-minute rule needs
 SUSTAINED_SNR_DB = (0.0, 15.0)  # each bout's SNR, drawn; each bark within 3 dB of it
+VOICED_BAND_DB = (0.0, 15.0)  # the barks under voices scene: each clip over the bed, drawn
+VOICED_OVER_DB = (0.0, 10.0)  # and over its voice, drawn
 TUNED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7), (0.95, 0.8))
 FUSED_WEIGHTS = ((0.5, 0.5), (0.35, 0.65))  # (A on the CNN, B on the fine-tuned score)
 FUSED_THRESHOLDS = ((0.5, 0.3), (0.7, 0.5), (0.8, 0.6), (0.9, 0.7))
@@ -154,9 +159,9 @@ def _placed(rng: np.random.Generator, bed: np.ndarray, audio: np.ndarray, at: in
 
 
 def _place_dog(rng: np.random.Generator, scene: Scene, bed: np.ndarray, audio: np.ndarray,
-               at: int, distance: tuple[float, float], snr_db: float) -> None:
+               at: int, distance: tuple[float, float], snr_db: float) -> np.ndarray:
     """Add dog clip ``audio`` at sample ``at``, placed at a drawn distance and ``snr_db`` over
-    the bed, and label its steps."""
+    the bed, and label its steps; the clip as placed."""
     far = _placed(rng, bed, audio, at, distance, snr_db)
     span = slice(at, at + far.size)
     scene.samples[span] += far
@@ -167,6 +172,7 @@ def _place_dog(rng: np.random.Generator, scene: Scene, bed: np.ndarray, audio: n
     scene.labels[first:first + n] = np.where(labels[:n] != 0, labels[:n],
                                              scene.labels[first:first + n])
     scene.own_snr[first:first + n] = (src_db - bg_db)[:n]
+    return far
 
 
 def _empty(name: str, bed: np.ndarray) -> Scene:
@@ -209,10 +215,16 @@ def _bed_track(rng: np.random.Generator, beds: list[np.ndarray], n: int,
 
 
 def dog_scene(band: tuple[float, float], dogs: list[np.ndarray], beds: list[np.ndarray],
-              seed: int, beds_per: str = "bout") -> Scene:
+              seed: int, beds_per: str = "bout", voices: list[np.ndarray] | None = None
+              ) -> Scene:  # fmt: skip
     """The dog clips in bouts into held-out beds, each at an SNR drawn in ``band``; ``beds_per``
     "bout": another bed from 30 s before each bout, "scene": one bed (looped) for the whole
-    scene, as before 2026-12-06 (the clips, their places and SNRs are the same either way)."""
+    scene, as before 2026-12-06 (the clips, their places and SNRs are the same either way).
+
+    ``voices``: the barks under voices scene (issue 34's cost of speech to the evidence): over
+    each dog clip a voice (drawn) starting up to 0.5 s before it, the clip's RMS as placed
+    ``VOICED_OVER_DB`` (drawn) over the voice's (the clips, places and SNRs as without). The
+    voices are not labelled: an event on a voice alone is a false alarm, named "speech"."""
     rng = np.random.default_rng([seed, int(band[0] + 100)])
     order = rng.permutation(len(dogs))
     plan: list[tuple[int, int]] = []  # (clip, start sample)
@@ -231,8 +243,19 @@ def dog_scene(band: tuple[float, float], dogs: list[np.ndarray], beds: list[np.n
                    _bed(beds, at + 30 * RATE, beds_per, rng, [seed, int(band[0] + 100), 11],
                         cuts))
     bed = scene.samples.copy()
+    voice_rng = np.random.default_rng([seed, int(band[0] + 100), 10])
     for clip, start in plan:
-        _place_dog(rng, scene, bed, dogs[clip], start, (20.0, 60.0), rng.uniform(*band))
+        far = _place_dog(rng, scene, bed, dogs[clip], start, (20.0, 60.0), rng.uniform(*band))
+        if voices:
+            voice = voices[int(voice_rng.integers(len(voices)))]
+            at = max(0, start - int(voice_rng.uniform(0.0, 0.5) * RATE))
+            over_db = voice_rng.uniform(*VOICED_OVER_DB)
+            end = min(at + voice.size, scene.samples.size)
+            scene.samples[at:end] += (rms(far) / max(rms(voice), 1e-12) * 10 ** (-over_db / 20)
+                                      * voice[:end - at])
+            scene.placed.append((at / RATE, end / RATE, "speech"))
+    if voices:
+        scene.name = "barks under voices"
     return scene
 
 
@@ -493,11 +516,12 @@ def drawn_clips(clips: list[CorpusClip], held: frozenset[str], seed: int, max_do
 
 def scenes_of(held: frozenset[str], seed: int, corpora: list[Path], max_dogs: int = 150,
               max_others: int = 600, beds_per: str = "bout", confuser_bouts: bool = False,
-              sustained: bool = False
+              sustained: bool = False, voiced: bool = False
               ) -> tuple[list[Scene], tuple[list[CorpusClip], list[CorpusClip]]]:
     """A judged seed's scenes (one per SNR band, the confuser scene, with ``confuser_bouts``
-    the confuser bouts scene, with ``sustained`` the sustained barking scene) from the
-    ``held`` sources' clips, and the dog and other clips placed in them."""
+    the confuser bouts scene, with ``sustained`` the sustained barking scene, with ``voiced``
+    the barks under voices scene) from the ``held`` sources' clips, and the dog and other clips
+    placed in them."""
     clips: list[CorpusClip] = read_corpora(corpora)
     beds = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
     dogs, others = drawn_clips(clips, held, seed, max_dogs, max_others)
@@ -513,6 +537,12 @@ def scenes_of(held: frozenset[str], seed: int, corpora: list[Path], max_dogs: in
                                      beds_per, bouts=True))
     if sustained:
         scenes.append(sustained_scene(dog_audio, beds, seed, beds_per))
+    if voiced:
+        voices = [audio for audio, c in zip(other_audio, others, strict=True)
+                  if c.clip.label == "speech"]
+        if not voices:
+            raise ValueError("--voiced: the held-out sources have no speech clips")
+        scenes.append(dog_scene(VOICED_BAND_DB, dog_audio, beds, seed, beds_per, voices))
     return scenes, (dogs, others)
 
 
@@ -567,6 +597,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sustained", action="store_true",
                         help="judge the sustained barking scene too: 4 bouts of 3-8 minutes, "
                         "one dog barking again and again 0.5-3 s apart (reported on its own)")
+    parser.add_argument("--voiced", action="store_true",
+                        help="judge the barks under voices scene too: the +0..+5 dB scene's "
+                        "clips and beds at 0..+15 dB, a held-out voice over each bark 0..10 dB "
+                        "under it (reported on its own)")
     parser.add_argument("--detectors", metavar="A,B",
                         help="judge only the detectors whose names start with one of these")
     parser.add_argument("--write-head", metavar="NAME=PATH",
@@ -584,7 +618,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--held-out {error}")
     scenes, (dogs, others) = scenes_of(held, args.seed, list(args.corpus or DEFAULT_CORPORA),
                                        args.max_dog_clips, args.max_other_clips, args.beds_per,
-                                       args.confuser_bouts, args.sustained)
+                                       args.confuser_bouts, args.sustained, args.voiced)
     chosen = detectors()
     if args.detectors:
         prefixes = tuple(args.detectors.split(","))

@@ -1,6 +1,6 @@
 """The held-out soundscapes of benchmarks/judge_soundscapes.py: another bed for each bout, the
-same clips, places and SNRs as a scene of one bed, confusers in bouts as barks come, and
-barking sustained for minutes."""
+same clips, places and SNRs as a scene of one bed, confusers in bouts as barks come,
+barking sustained for minutes, and barks under voices."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.judge_soundscapes import (
     BED_CROSSFADE_S,
+    VOICED_BAND_DB,
     _bed_track,
     _held,
     confuser_scene,
@@ -119,3 +120,31 @@ def test_a_long_bout_is_held_only_by_one_chain_of_events_over_nine_tenths_of_it(
     assert not _held(bout, [(100.0, 360.0)])  # 260 s of 300: under nine tenths
     assert _held(bout, [(50.0, 450.0)])  # clipped to the bout
     assert not _held(bout, [(0.0, 99.0), (401.0, 500.0)]) and not _held(bout, [])
+
+
+def test_barks_under_voices_keep_the_dog_scenes_barks_with_a_voice_over_each_clip() -> None:
+    """The barks under voices scene is the dog scene of its band with the same clips, places,
+    labels and SNRs, plus one voice over each clip that starts up to 0.5 s before it, the clip
+    0-10 dB over the voice; the voices are not labelled."""
+    rng = np.random.default_rng(6)
+    t = np.arange(int(0.3 * RATE)) / RATE
+    dogs = [np.sin(2 * np.pi * f * t) * 0.3 for f in rng.uniform(400, 1200, 6)]
+    voice = np.sin(2 * np.pi * 150 * np.arange(RATE) / RATE) * 0.2  # a 1 s "voice" at 150 Hz
+    beds = [np.zeros(4 * RATE)]  # silent: the scene is the barks and the voices alone
+    plain = dog_scene(VOICED_BAND_DB, dogs, beds, seed=4)
+    voiced = dog_scene(VOICED_BAND_DB, dogs, beds, seed=4, voices=[voice])
+    assert voiced.name == "barks under voices" and kind_of(voiced) == "barks under voices scene"
+    np.testing.assert_array_equal(voiced.labels, plain.labels)
+    np.testing.assert_array_equal(voiced.own_snr, plain.own_snr)
+    spoken = [(a, b) for a, b, label in voiced.placed if label == "speech"]
+    assert len(spoken) == len(dogs)
+    added = voiced.samples - plain.samples
+    clips = np.flatnonzero(np.diff(np.concatenate([[0], plain.labels != 0, [0]])))
+    step = plain.samples.size / plain.labels.size / RATE
+    for (a, b), (first, _) in zip(spoken, clips.reshape(-1, 2), strict=True):
+        onset = first * step
+        assert onset - 0.5 - step <= a <= onset + step and b - a == pytest.approx(1.0)
+        piece = added[round(a * RATE):round(b * RATE)]
+        bark = plain.samples[round(onset * RATE):round(onset * RATE) + t.size]
+        over_db = 20 * np.log10(np.sqrt(np.mean(bark**2)) / np.sqrt(np.mean(piece**2)))
+        assert -0.5 <= over_db <= 10.5  # the placed clip's RMS over the voice's

@@ -104,7 +104,7 @@ def labels(j: Judged) -> np.ndarray:
 
 
 def load(spec: str, cache: Path, candidates: tuple[float, float], confuser_bouts: bool,
-         sustained: bool = False) -> list[Judged]:
+         sustained: bool = False, voiced: bool = False) -> list[Judged]:
     """``REPORT:NETWORK:SEEDS`` -> every scene of those seeds, judged."""
     report, network, seeds = spec.split(":")
     held = held_out_sources(Path(report))
@@ -112,7 +112,8 @@ def load(spec: str, cache: Path, candidates: tuple[float, float], confuser_bouts
     with tempfile.TemporaryDirectory() as workdir:
         for seed in (int(s) for s in seeds.split(",")):
             scenes, _ = J.scenes_of(held, seed, list(J.DEFAULT_CORPORA),
-                                    confuser_bouts=confuser_bouts, sustained=sustained)
+                                    confuser_bouts=confuser_bouts, sustained=sustained,
+                                    voiced=voiced)
             for scene in scenes:
                 frames = J.measured(scene, Path(workdir), cache, Path(network))
                 scene.samples = np.zeros(0)  # judged by its labels alone: memory
@@ -138,6 +139,11 @@ def figures(rows: list[tuple[J.Scene, list[tuple[float, float]]]]) -> dict[str, 
         sustained = J.summed(kinds["sustained barking scene"])
         out["sustained R"] = sustained.get("segment precision/recall/F1", [0, 0, 0])[1]
         out["sustained held"] = sustained["bouts of 3+ min held"]
+    if "barks under voices scene" in kinds:
+        voiced = J.summed(kinds["barks under voices scene"])
+        counts = [v for k, v in voiced.items() if k.startswith("barks ")]
+        out["voiced hit"] = sum(c[0] for c in counts) / max(1, sum(c[1] for c in counts))
+        out["voiced fa"] = voiced["false alarms"]
     return out
 
 
@@ -158,6 +164,9 @@ def at_rates(points: list[dict[str, Any]], rates: tuple[float, ...], key: str = 
             r = float(np.interp(rate, fa, [p["sustained R"] for p in points]))
             held = float(np.interp(rate, fa, [p["sustained held"][0] for p in points]))
             cell += f" sustained R {r:.2f} held {held:.1f}/{points[0]['sustained held'][1]}"
+        if "voiced hit" in points[0]:
+            r = float(np.interp(rate, fa, [p["voiced hit"] for p in points]))
+            cell += f" under voices {r:.2f}"
         cells.append(cell)
     return "; ".join(cells)
 
@@ -176,7 +185,8 @@ def export(args: argparse.Namespace, scenes: list[Judged], candidates: tuple[flo
         x[:, [i for i in range(len(FEATURES)) if i not in NO_DENSITY]] = 0.0
     model = trees().fit(x[keep], y[keep])
     version = (f"dog-verifier-1.0-c{args.candidates.replace('/', '-')}-k{args.keep_at:g}"
-               + ("-nd" if args.no_density else "") + ("-sus" if args.sustained else ""))
+               + ("-nd" if args.no_density else "") + ("-sus" if args.sustained else "")
+               + ("-voi" if args.voiced else ""))
     verifier_model(model, version, args.keep_at, *candidates).save(args.export)
     log.info("%s: %d candidates (%d dog), written to %s", version, keep.sum(),
              (y == 1).sum(), args.export)
@@ -199,6 +209,12 @@ def main() -> int:
     parser.add_argument("--sustained-test-only", action="store_true",
                         help="judge on the sustained barking scene, train without it (what a "
                         "verifier trained before it existed does there)")
+    parser.add_argument("--voiced", action="store_true",
+                        help="train and judge on the barks under voices scene too "
+                        "(judge_soundscapes.py --voiced must have measured it, or it is "
+                        "measured here)")
+    parser.add_argument("--voiced-test-only", action="store_true",
+                        help="judge on the barks under voices scene, train without it")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--export", type=Path, metavar="NPZ",
                         help="train the trees on --train and --test together and write them")
@@ -210,9 +226,10 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     on, off = (float(x) for x in args.candidates.split("/"))
-    train = load(args.train, args.frames_cache, (on, off), args.confuser_bouts, args.sustained)
+    train = load(args.train, args.frames_cache, (on, off), args.confuser_bouts, args.sustained,
+                 args.voiced)
     test = load(args.test, args.frames_cache, (on, off), args.confuser_bouts,
-                args.sustained or args.sustained_test_only)
+                args.sustained or args.sustained_test_only, args.voiced or args.voiced_test_only)
     x_train = np.concatenate([j.features for j in train])
     y_train = np.concatenate([labels(j) for j in train])
     keep = y_train >= 0
