@@ -477,13 +477,13 @@ class ClusterAnalyzer:
             key = f"p{partition}"
             try:
                 revisions[partition] = await kv.update(key, self.name.encode(), last=revision)
-                continue
             except KeyWrongLastSequenceError:
-                holder, revision = await self._holder(key)
-            if holder == self.name:  # an earlier renewal was stored, its answer lost
-                revisions[partition] = await kv.update(key, self.name.encode(), last=revision)
-            else:
-                lost[partition] = holder
+                holder, current = await self._holder(key)
+                if holder != self.name:
+                    lost[partition] = holder
+                    continue
+                # an earlier renewal was stored, its answer lost: the lease is still ours
+                revisions[partition] = await kv.update(key, self.name.encode(), last=current)
         return revisions, lost
 
     async def _holder(self, key: str) -> tuple[str, int]:
