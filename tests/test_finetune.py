@@ -257,3 +257,61 @@ def test_a_training_seed_redraws_the_training_copies_but_not_the_judged_ones(
         np.testing.assert_array_equal(patches(again, example), patches(first, example))
     for example in (1, 5):  # the training copies: another distance, bed and SNR
         assert not np.array_equal(patches(again, example), patches(first, example))
+
+
+@pytest.mark.parametrize(("snr_db", "over_db"), [(0.0, -3.0), (10.0, 6.0)])
+def test_a_voice_laid_over_a_placed_clip_stands_where_its_draw_says(snr_db: float,
+                                                                   over_db: float) -> None:
+    rng = np.random.default_rng(3)
+    clip = rng.standard_normal(3 * RATE)
+    bed = rng.standard_normal(3 * RATE)
+    voice = rng.standard_normal(4 * RATE)  # longer than the clip: it is cut
+    short = voice[: RATE]  # shorter than the clip: silence after it
+    for seed in range(4):
+        plain = placed(np.random.default_rng(seed), clip, bed, snr_db, 20.0)
+        said = placed(np.random.default_rng(seed), clip, bed, snr_db, 20.0, "clip", voice,
+                      over_db) - plain
+        # the clip stands snr_db over a -35 dBFS bed, the voice over_db under the clip
+        expected = 10 ** ((-35 + snr_db - over_db) / 20)
+        assert np.sqrt(np.mean(said ** 2)) == pytest.approx(expected, rel=0.05)
+        lead = int(np.argmax(np.correlate(voice[:RATE + RATE // 2], said[:RATE], "valid")))
+        assert 0 <= lead < 0.5 * RATE
+        np.testing.assert_allclose(said, voice[lead:lead + clip.size] * expected
+                                   / np.sqrt(np.mean(voice ** 2)), rtol=1e-6, atol=1e-9)
+        cut = placed(np.random.default_rng(seed), clip, bed, snr_db, 20.0, "clip", short,
+                     over_db) - plain
+        assert np.all(cut[RATE - lead:] == 0) and np.any(cut[: RATE - lead] != 0)
+
+
+def test_voiced_copies_lay_the_training_sources_voices_over_dog_clips_only(
+    base: YamnetTorch,
+) -> None:
+    street = "sonyc_street_ambience_01_027029"
+    clips = [
+        _corpus_clip("lugaru_bark2", True, "dog_bark", "bark", "lugaru"),
+        _corpus_clip("modsounds_cat_meow", False, "cat", "cat", "modsounds"),
+        _corpus_clip("allison_vm_login_speech", False, "speech", "speech", "allison"),
+        _corpus_clip(street, False, "traffic", "bed-a", "sonyc"),
+        _corpus_clip(street, False, "traffic", "bed-c", "sonyc-held-out"),
+    ]
+    judged = lambda i: i < 2  # noqa: E731  (the voice's source is out of the judged fold)
+    plain = build_examples(clips, Recipe(copies=1, other_copies=1, train_from=13), base,
+                           judged=judged)
+    voiced = build_examples(clips, Recipe(copies=1, other_copies=1, voiced_copies=2,
+                                          train_from=13), base, judged=judged)
+    evals = ["eval-+0dB", "eval-+10dB"]
+    assert voiced.kind[:5] == ["clean", "train-copy", "train-voiced", "train-voiced", *evals][:5]
+    assert voiced.kind == ["clean", "train-copy", "train-voiced", "train-voiced", *evals,
+                           "clean", "train-copy", *evals] + ["clean", "train-copy"] * 3
+    assert voiced.labels[:4].tolist() == [True] * 4 and voiced.clip_of[2:4].tolist() == [0, 0]
+
+    def patches(examples: Examples, example: int) -> np.ndarray:
+        return examples.activations[examples.example_of_patch == example]
+
+    # every other example is the one the recipe made without voices
+    for mine, theirs in [(0, 0), (1, 1), (4, 2), (5, 3), *((k, k - 2) for k in range(6, 14))]:
+        np.testing.assert_array_equal(patches(voiced, mine), patches(plain, theirs))
+    assert not np.array_equal(patches(voiced, 2), patches(voiced, 1))
+    with pytest.raises(ValueError, match="voiced copies need speech clips"):
+        build_examples(clips, Recipe(copies=1, voiced_copies=1, train_from=13), base,
+                       judged=lambda i: i < 3)  # the only voice is judged

@@ -39,7 +39,9 @@ EVAL_DISTANCE_M = 30.0
 EVAL_SNRS_DB = (0.0, 10.0)
 MAX_CLIP_S = 10.0
 MAX_PATCHES_PER_BATCH = 512
-TRAINED_ONLY_KINDS = ("train-copy", "train-bed")  # examples made for training, never judged
+VOICE_OVER_DB = (-3.0, 10.0)  # a voiced training copy: the dog's RMS over its voice's, drawn
+VOICE_LEAD_S = 0.5  # the voice starts up to this much before the dog clip (drawn)
+TRAINED_ONLY_KINDS = ("train-copy", "train-voiced", "train-bed")  # made for training, never judged
 TRAINING_KINDS = ("clean", *TRAINED_ONLY_KINDS)
 
 
@@ -70,12 +72,18 @@ def at_distance(x: np.ndarray, distance_m: float, ground_factor: float,
 
 
 def placed(rng: np.random.Generator, x: np.ndarray, bed: np.ndarray, snr_db: float,
-           distance_m: float, snr_of: str = "clip") -> np.ndarray:
+           distance_m: float, snr_of: str = "clip", voice: np.ndarray | None = None,
+           voice_over_db: float = 0.0) -> np.ndarray:
     """``x`` at ``distance_m`` in ``bed`` (as long as ``x``) at ``snr_db``, with self-noise;
     scaled to a bed of -35 dBFS RMS. ``snr_of`` "clip": the SNR of ``x``'s RMS over the whole
     clip; "bark": of its prominent steps (``training.head_data.gain_for_snr``), as the
     soundscapes place a clip and measure a bark's own SNR. A 0.1 s bark in a 4 s slice stands
-    about 15 dB higher over the bed with "clip" than its nominal SNR."""
+    about 15 dB higher over the bed with "clip" than its nominal SNR.
+
+    ``voice``: a voice near the microphone over it, as the judge's barks under voices scene
+    lays one (``benchmarks/judge_soundscapes.py --voiced``): it starts up to ``VOICE_LEAD_S``
+    before ``x`` (drawn), and ``x``'s RMS as placed stands ``voice_over_db`` over the voice's
+    whole RMS; cut or padded with silence to ``x``'s length."""
     y = at_distance(x, distance_m, rng.uniform(0.6, 0.9), rng if rng.random() < 0.5 else None)
     bed = bed[: y.size] / max(rms(bed), 1e-9) * 10 ** (-35 / 20)
     if snr_of not in SNR_OF:
@@ -85,7 +93,13 @@ def placed(rng: np.random.Generator, x: np.ndarray, bed: np.ndarray, snr_db: flo
     else:
         y = y / max(rms(y), 1e-9) * rms(bed) * 10 ** (snr_db / 20)
     noise = rng.standard_normal(y.size) * 10 ** (rng.uniform(*SELF_NOISE_DBFS) / 20)
-    return np.asarray(y + bed + noise)
+    if voice is None:
+        return np.asarray(y + bed + noise)
+    lead = int(rng.uniform(0.0, VOICE_LEAD_S) * RATE)
+    said = np.zeros(y.size)
+    piece = voice[lead:lead + y.size]
+    said[:piece.size] = piece * (rms(y) / max(rms(voice), 1e-12) * 10 ** (-voice_over_db / 20))
+    return np.asarray(y + bed + noise + said)
 
 
 def bed_piece(rng: np.random.Generator, beds: list[np.ndarray], n: int) -> np.ndarray:
@@ -112,11 +126,19 @@ def build_examples(clips: list[CorpusClip], recipe: Recipe, model: YamnetTorch,
                    progress: Callable[[int, int], None] | None = None,
                    judged: Callable[[int], bool] | None = None) -> Examples:
     """Every clip as recorded, its training copies (``recipe.copies`` of a dog clip,
-    ``recipe.other_copies`` of any other) and the evaluation copies (of the clips ``judged``
-    accepts; all by default), then ``recipe.bed_pieces`` pieces of training beds alone, through
-    the frozen bottom of ``model``. A clip's copies are the same whichever clips are judged, and
-    with the default recipe the same as before the two later fields existed."""
+    ``recipe.other_copies`` of any other; then ``recipe.voiced_copies`` of a dog clip with a
+    voice over it, the speech of a clip ``judged`` does not accept) and the evaluation copies
+    (of the clips ``judged`` accepts; all by default), then ``recipe.bed_pieces`` pieces of
+    training beds alone, through the frozen bottom of ``model``. A clip's copies are the same
+    whichever clips are judged, and with the default recipe the same as before the three later
+    fields existed; the voiced copies have draws of their own, so the others do not move."""
     rng = np.random.default_rng(recipe.draw_seed)
+    voices = [load_audio(c.clip.path)[: int(MAX_CLIP_S * RATE)]
+              for i, c in enumerate(clips) if c.clip.label == "speech"
+              and judged is not None and not judged(i)] if recipe.voiced_copies else []
+    if recipe.voiced_copies and not voices:
+        raise ValueError("voiced copies need speech clips of sources out of the judged fold "
+                         "(and a judged fold)")
     beds_train = [load_audio(c.clip.path) for c in clips
                   if is_background(c) and not is_held_out_background(c)]
     beds_eval = [load_audio(c.clip.path) for c in clips if is_held_out_background(c)]
@@ -145,6 +167,13 @@ def build_examples(clips: list[CorpusClip], recipe: Recipe, model: YamnetTorch,
             snr = rng.uniform(*SNR_DB)
             add(placed(rng, audio, bed_piece(rng, beds_train, audio.size), snr, distance,
                        recipe.snr_of), index, "train-copy")
+        voice_rng = np.random.default_rng([recipe.draw_seed, index, 11])
+        for _ in range(recipe.voiced_copies if item.clip.is_dog else 0):
+            voice = voices[int(voice_rng.integers(len(voices)))]
+            distance, snr = voice_rng.uniform(*DISTANCE_M), voice_rng.uniform(*SNR_DB)
+            add(placed(voice_rng, audio, bed_piece(voice_rng, beds_train, audio.size), snr,
+                       distance, recipe.snr_of, voice, voice_rng.uniform(*VOICE_OVER_DB)),
+                index, "train-voiced")
         eval_rng = np.random.default_rng([recipe.seed, index])  # the same for every recipe
         for snr in EVAL_SNRS_DB if judged is None or judged(index) else ():
             add(placed(eval_rng, audio, bed_piece(eval_rng, beds_eval, audio.size), snr,
