@@ -509,8 +509,9 @@ def test_the_command_line_and_the_training_set_need_no_torch() -> None:
     (["--exclude-source", "train/us8k"], "--exclude-source needs --export"),
     (["--export", "OUT", "--exclude-source", "train/us8k"],
      "--exclude-source train/us8k: no clip of the corpora has that source"),
-    (["--voiced-copies", "2"], "--voiced-copies needs --export"),
-    (["--voiced-copies", "-1"], "--voiced-copies must be 0 or more"),
+    (["--voiced-copies", "2"], "--voiced-copies and --voiced-other-copies need --export"),
+    (["--voiced-other-copies", "1"], "--voiced-copies and --voiced-other-copies need --export"),
+    (["--voiced-other-copies", "-1"], "--voiced[-other]-copies must be 0 or more"),
 ])
 def test_finetune_refuses_an_exclusion_it_cannot_use_before_training(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, options: list[str], message: str

@@ -126,17 +126,19 @@ def build_examples(clips: list[CorpusClip], recipe: Recipe, model: YamnetTorch,
                    progress: Callable[[int, int], None] | None = None,
                    judged: Callable[[int], bool] | None = None) -> Examples:
     """Every clip as recorded, its training copies (``recipe.copies`` of a dog clip,
-    ``recipe.other_copies`` of any other; then ``recipe.voiced_copies`` of a dog clip with a
-    voice over it, the speech of a clip ``judged`` does not accept) and the evaluation copies
+    ``recipe.other_copies`` of any other; then ``recipe.voiced_copies`` of a dog clip and
+    ``recipe.voiced_other_copies`` of any other with a voice over it, the speech of a clip
+    ``judged`` does not accept) and the evaluation copies
     (of the clips ``judged`` accepts; all by default), then ``recipe.bed_pieces`` pieces of
     training beds alone, through the frozen bottom of ``model``. A clip's copies are the same
     whichever clips are judged, and with the default recipe the same as before the three later
     fields existed; the voiced copies have draws of their own, so the others do not move."""
     rng = np.random.default_rng(recipe.draw_seed)
+    voiced = recipe.voiced_copies or recipe.voiced_other_copies
     voices = [load_audio(c.clip.path)[: int(MAX_CLIP_S * RATE)]
               for i, c in enumerate(clips) if c.clip.label == "speech"
-              and judged is not None and not judged(i)] if recipe.voiced_copies else []
-    if recipe.voiced_copies and not voices:
+              and judged is not None and not judged(i)] if voiced else []
+    if voiced and not voices:
         raise ValueError("voiced copies need speech clips of sources out of the judged fold "
                          "(and a judged fold)")
     beds_train = [load_audio(c.clip.path) for c in clips
@@ -168,7 +170,7 @@ def build_examples(clips: list[CorpusClip], recipe: Recipe, model: YamnetTorch,
             add(placed(rng, audio, bed_piece(rng, beds_train, audio.size), snr, distance,
                        recipe.snr_of), index, "train-copy")
         voice_rng = np.random.default_rng([recipe.draw_seed, index, 11])
-        for _ in range(recipe.voiced_copies if item.clip.is_dog else 0):
+        for _ in range(recipe.voiced_copies if item.clip.is_dog else recipe.voiced_other_copies):
             voice = voices[int(voice_rng.integers(len(voices)))]
             distance, snr = voice_rng.uniform(*DISTANCE_M), voice_rng.uniform(*SNR_DB)
             add(placed(voice_rng, audio, bed_piece(voice_rng, beds_train, audio.size), snr,

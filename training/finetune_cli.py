@@ -54,7 +54,9 @@ def add_finetune_parser(commands: Any) -> Any:
              "snr_of": "what a training copy's SNR is of: clip (its RMS over the whole clip) "
              "or bark (its prominent steps, as the soundscapes measure a bark's own SNR)",
              "voiced_copies": "placed copies of each dog clip with a voice over it (speech "
-             "of the training sources, the dog -3..+10 dB over it; needs --export)"}
+             "of the training sources, the dog -3..+10 dB over it; needs --export)",
+             "voiced_other_copies": "the same of each other clip (so that a voice says "
+             "nothing about a dog; needs --export)"}
     for field, default in Recipe().__dict__.items():
         parser.add_argument(f"--{field.replace('_', '-')}", type=type(default), default=default,
                             choices=SNR_OF if field == "snr_of" else None,
@@ -74,19 +76,19 @@ def run_finetune(args: Any, parser: Any) -> int:
     if not 1 <= args.train_from <= 13:
         parser.error(f"--train-from must be a separable block 1-13, not {args.train_from}")
     if min(args.copies + 1, args.other_copies + 1, args.bed_pieces + 1,
-           args.voiced_copies + 1, args.epochs,
+           args.voiced_copies + 1, args.voiced_other_copies + 1, args.epochs,
            args.batch_examples, args.folds - 1, args.every, args.threads) < 1:
-        parser.error("--copies, --other-copies, --bed-pieces and --voiced-copies must be 0 "
-                     "or more, --folds 2 or more, and --epochs, --batch-examples, --every and "
+        parser.error("--copies, --other-copies, --bed-pieces and --voiced[-other]-copies must "
+                     "be 0 or more, --folds 2 or more, and --epochs, --batch-examples, --every and "
                      "--threads 1 or more")
     if args.held_out_fold is not None and not (
             args.export and 0 <= args.held_out_fold < args.folds):
         parser.error("--held-out-fold needs --export and a fold from 0 to --folds - 1")
     bad = [k for k in args.exclude_fold if not 0 <= k < args.folds or k == args.held_out_fold]
-    if args.voiced_copies and not args.export:
-        parser.error("--voiced-copies needs --export: the voices laid over training copies "
-                     "must come from sources out of the held-out fold, which only --export "
-                     "has")
+    if (args.voiced_copies or args.voiced_other_copies) and not args.export:
+        parser.error("--voiced-copies and --voiced-other-copies need --export: the voices laid "
+                     "over training copies must come from sources out of the held-out fold, "
+                     "which only --export has")
     if args.exclude_fold and not args.export:
         parser.error("--exclude-fold needs --export")
     if args.exclude_source and not args.export:

@@ -18,11 +18,13 @@ Recipe:
   ``bed_pieces`` 10 s pieces of the training beds alone, with self-noise (a city street
   with nothing in it must score no dog either; a clip is cut at 10 s, so a long bed
   otherwise gives only its first 10 s), and ``voiced_copies`` more placed copies of each
-  dog clip with a voice near the microphone over it (a speech clip of a training source, the
-  dog -3..+10 dB over it, starting up to 0.5 s before: a bark under a passer-by's words, which
-  the sensor's privacy gate and the judge's ``--voiced`` scene meet; only with ``--export``,
-  where the held-out fold's voices are known to be out). Beds come from background
-  recordings that are never used for evaluation (``training.head_data.is_held_out_background``).
+  dog clip (``voiced_other_copies`` of each other clip) with a voice near the microphone over
+  it (a speech clip of a training source, the clip -3..+10 dB over it, starting up to 0.5 s
+  before: a bark under a passer-by's words, which the sensor's privacy gate and the judge's
+  ``--voiced`` scene meet; voices over other clips too, so that a voice says nothing about a
+  dog; only with ``--export``, where the held-out fold's voices are known to be out). Beds
+  come from background recordings that are never used for evaluation
+  (``training.head_data.is_held_out_background``).
 - **Cache.** YAMNet's convolutions up to separable block ``train_from`` run once per patch
   (``sensor.yamnet_features.clip_patches``), their output kept as float16.
 - **Training.** The blocks from ``train_from`` on and a new dog output (1,024 -> 1, started
@@ -62,6 +64,7 @@ class Recipe:
     threads: int = 2  # PyTorch threads
     snr_of: str = "clip"  # a training copy's SNR: of the whole clip's RMS, or "bark" (below)
     voiced_copies: int = 0  # placed copies of each dog clip with a training voice over it
+    voiced_other_copies: int = 0  # the same of each clip of anything else
 
     @property
     def draw_seed(self) -> int:
