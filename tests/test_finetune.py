@@ -200,18 +200,25 @@ def _corpus_clip(name: str, is_dog: bool, label: str, group: str, source: str) -
                       source)
 
 
+def _patches(examples: Examples, example: int) -> np.ndarray:
+    """The cached activations of one example's patches."""
+    return examples.activations[examples.example_of_patch == example]
+
+
+def _fixture_clips(*more: CorpusClip) -> list[CorpusClip]:
+    """A bark, a cat, ``more``, then the street as a training bed (itself also a clip of no
+    dog) and as a held-out bed (for the evaluation copies only)."""
+    street = "sonyc_street_ambience_01_027029"
+    return [_corpus_clip("lugaru_bark2", True, "dog_bark", "bark", "lugaru"),
+            _corpus_clip("modsounds_cat_meow", False, "cat", "cat", "modsounds"), *more,
+            _corpus_clip(street, False, "traffic", "bed-a", "sonyc"),
+            _corpus_clip(street, False, "traffic", "bed-c", "sonyc-held-out")]
+
+
 def test_hard_negatives_and_bed_pieces_are_added_after_what_the_default_recipe_makes(
     base: YamnetTorch,
 ) -> None:
-    street = "sonyc_street_ambience_01_027029"
-    clips = [
-        _corpus_clip("lugaru_bark2", True, "dog_bark", "bark", "lugaru"),
-        _corpus_clip("modsounds_cat_meow", False, "cat", "cat", "modsounds"),
-        # a training bed (not held out for soundscapes), itself also a clip of no dog
-        _corpus_clip(street, False, "traffic", "bed-a", "sonyc"),
-        # the same recording as a held-out bed, for the evaluation copies only
-        _corpus_clip(street, False, "traffic", "bed-c", "sonyc-held-out"),
-    ]
+    clips = _fixture_clips()
     assert is_background(clips[2]) and not is_held_out_background(clips[2])
     assert is_held_out_background(clips[3])
     judged = lambda i: i < 2  # noqa: E731
@@ -250,13 +257,10 @@ def test_a_training_seed_redraws_the_training_copies_but_not_the_judged_ones(
     assert first.kind == again.kind == ["clean", "train-copy", "eval-+0dB", "eval-+10dB",
                                         "clean", "train-copy", "clean", "train-copy"]
 
-    def patches(examples: Examples, example: int) -> np.ndarray:
-        return examples.activations[examples.example_of_patch == example]
-
     for example in (0, 2, 3, 4, 6):  # as recorded, and the judged copies
-        np.testing.assert_array_equal(patches(again, example), patches(first, example))
+        np.testing.assert_array_equal(_patches(again, example), _patches(first, example))
     for example in (1, 5):  # the training copies: another distance, bed and SNR
-        assert not np.array_equal(patches(again, example), patches(first, example))
+        assert not np.array_equal(_patches(again, example), _patches(first, example))
 
 
 @pytest.mark.parametrize(("snr_db", "over_db"), [(0.0, -3.0), (10.0, 6.0)])
@@ -286,14 +290,8 @@ def test_a_voice_laid_over_a_placed_clip_stands_where_its_draw_says(snr_db: floa
 def test_voiced_copies_lay_the_training_sources_voices_over_the_clips_they_are_asked_for(
     base: YamnetTorch,
 ) -> None:
-    street = "sonyc_street_ambience_01_027029"
-    clips = [
-        _corpus_clip("lugaru_bark2", True, "dog_bark", "bark", "lugaru"),
-        _corpus_clip("modsounds_cat_meow", False, "cat", "cat", "modsounds"),
-        _corpus_clip("allison_vm_login_speech", False, "speech", "speech", "allison"),
-        _corpus_clip(street, False, "traffic", "bed-a", "sonyc"),
-        _corpus_clip(street, False, "traffic", "bed-c", "sonyc-held-out"),
-    ]
+    clips = _fixture_clips(
+        _corpus_clip("allison_vm_login_speech", False, "speech", "speech", "allison"))
     judged = lambda i: i < 2  # noqa: E731  (the voice's source is out of the judged fold)
     plain = build_examples(clips, Recipe(copies=1, other_copies=1, train_from=13), base,
                            judged=judged)
@@ -304,13 +302,10 @@ def test_voiced_copies_lay_the_training_sources_voices_over_the_clips_they_are_a
                            "clean", "train-copy", *evals] + ["clean", "train-copy"] * 3
     assert voiced.labels[:4].tolist() == [True] * 4 and voiced.clip_of[2:4].tolist() == [0, 0]
 
-    def patches(examples: Examples, example: int) -> np.ndarray:
-        return examples.activations[examples.example_of_patch == example]
-
     # every other example is the one the recipe made without voices
     for mine, theirs in [(0, 0), (1, 1), (4, 2), (5, 3), *((k, k - 2) for k in range(6, 14))]:
-        np.testing.assert_array_equal(patches(voiced, mine), patches(plain, theirs))
-    assert not np.array_equal(patches(voiced, 2), patches(voiced, 1))
+        np.testing.assert_array_equal(_patches(voiced, mine), _patches(plain, theirs))
+    assert not np.array_equal(_patches(voiced, 2), _patches(voiced, 1))
     # over the other clips too (a voice must say nothing about a dog); the dog's are the same
     both = build_examples(clips, Recipe(copies=1, other_copies=1, voiced_copies=2,
                                         voiced_other_copies=1, train_from=13), base,
@@ -320,7 +315,7 @@ def test_voiced_copies_lay_the_training_sources_voices_over_the_clips_they_are_a
                              "clean", "train-copy", "train-voiced"] * 3
     assert both.labels.tolist() == [True] * 6 + [False] * 14
     for example in (2, 3):
-        np.testing.assert_array_equal(patches(both, example), patches(voiced, example))
+        np.testing.assert_array_equal(_patches(both, example), _patches(voiced, example))
     with pytest.raises(ValueError, match="voiced copies need speech clips"):
         build_examples(clips, Recipe(copies=1, voiced_copies=1, train_from=13), base,
                        judged=lambda i: i < 3)  # the only voice is judged
