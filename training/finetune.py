@@ -39,8 +39,8 @@ EVAL_DISTANCE_M = 30.0
 EVAL_SNRS_DB = (0.0, 10.0)
 MAX_CLIP_S = 10.0
 MAX_PATCHES_PER_BATCH = 512
-VOICE_OVER_DB = (-3.0, 10.0)  # a voiced training copy: the dog's RMS over its voice's, drawn
-VOICE_LEAD_S = 0.5  # the voice starts up to this much before the dog clip (drawn)
+VOICE_OVER_DB = (-3.0, 10.0)  # a voiced training copy: the clip's RMS over its voice's, drawn
+VOICE_LEAD_S = 0.5  # the voice starts up to this much before the clip (drawn)
 TRAINED_ONLY_KINDS = ("train-copy", "train-voiced", "train-bed")  # made for training, never judged
 TRAINING_KINDS = ("clean", *TRAINED_ONLY_KINDS)
 
