@@ -86,7 +86,13 @@ from sensor.yamnet_network import (  # noqa: E402
     MODELS_DIR,
 )
 from training.corpus import RATE, load_audio  # noqa: E402
-from training.finetune import at_distance, bed_piece, held_out_sources, rms  # noqa: E402
+from training.finetune import (  # noqa: E402
+    at_distance,
+    bed_piece,
+    held_out_sources,
+    rms,
+    voice_gain,
+)
 from training.head_data import (  # noqa: E402
     CorpusClip,
     gain_for_snr,
@@ -251,8 +257,7 @@ def dog_scene(band: tuple[float, float], dogs: list[np.ndarray], beds: list[np.n
             at = max(0, start - int(voice_rng.uniform(0.0, 0.5) * RATE))
             over_db = voice_rng.uniform(*VOICED_OVER_DB)
             end = min(at + voice.size, scene.samples.size)
-            scene.samples[at:end] += (rms(far) / max(rms(voice), 1e-12) * 10 ** (-over_db / 20)
-                                      * voice[:end - at])
+            scene.samples[at:end] += voice_gain(far, voice, over_db) * voice[:end - at]
             scene.placed.append((at / RATE, end / RATE, "speech"))
     if voices:
         scene.name = "barks under voices"

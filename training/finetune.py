@@ -50,6 +50,12 @@ def rms(x: np.ndarray) -> float:
     return float(np.sqrt(np.mean(np.square(x)))) if x.size else 0.0
 
 
+def voice_gain(clip: np.ndarray, voice: np.ndarray, over_db: float) -> float:
+    """The gain that puts ``voice``'s RMS ``over_db`` under ``clip``'s (a voice laid over a
+    placed clip, here and in the judge's barks under voices scene)."""
+    return rms(clip) / max(rms(voice), 1e-12) * 10 ** (-over_db / 20)
+
+
 def at_distance(x: np.ndarray, distance_m: float, ground_factor: float,
                 reverberation: np.random.Generator | None = None) -> np.ndarray:
     """``x`` as heard ``distance_m`` away over the ground: air absorption per FFT bin (ISO
@@ -98,7 +104,7 @@ def placed(rng: np.random.Generator, x: np.ndarray, bed: np.ndarray, snr_db: flo
     lead = int(rng.uniform(0.0, VOICE_LEAD_S) * RATE)
     said = np.zeros(y.size)
     piece = voice[lead:lead + y.size]
-    said[:piece.size] = piece * (rms(y) / max(rms(voice), 1e-12) * 10 ** (-voice_over_db / 20))
+    said[:piece.size] = piece * voice_gain(y, voice, voice_over_db)
     return np.asarray(y + bed + noise + said)
 
 
