@@ -5,26 +5,35 @@ YAMNet's embeddings and class scores in every second; from those an attacker tol
 spoken digits was said two times in three and who was speaking (docs/PRIVACY.md). Wire v3 kept
 spectra in seconds without speech and everything in seconds with "dog activity" judged by the
 CNN alone, which passes speech: digits were still told apart 39-54 % of the time. Now each
-second is judged by the score the detector reads, and only a dog's second carries more than
-levels:
+second is judged by the score the detector reads, and only a second a detector may find a bark
+in carries more than levels:
 
 - **dog**: in this second or a neighbour, the fused score of a bundled detector reaches its
   threshold at some 20 ms step — the sensor's dog head (its patch score ``pd``, fused with the
   CNN as the head file says), and, on a sensor that runs the fine-tuned network, the detectors
   that read its score (``dg``: ``models/dog_head.v5*.npz``) — or YAMNet's own dog classes reach
-  ``yamnet_dog_threshold``. A detector's threshold is its own event off-threshold less
+  ``yamnet_dog_threshold``; and either no one speaks in it or a neighbour, or YAMNet's dog
+  classes too hear a dog there. A detector's threshold is its own event off-threshold less
   ``event_margin`` (0.1; at least ``fused_threshold``, 0.5): an event spans only steps at or
   over the off-threshold, the CNN's score is taken at its highest over the analyzer's smoothing
   window, and the neighbours cover the analyzer's merging of events 0.5 s apart, so a second
   that could hold an event leaves whole (the same events gated and whole:
-  ``benchmarks/gate_cost.py``). It carries what the analyzer needs for the event and its
-  level 100 ft away (:mod:`sensor.wire`), not YAMNet's embeddings or class scores;
-- **speech**: no dog activity, and a patch of this frame or a neighbour scores at or above
+  ``benchmarks/gate_cost.py``). It carries what the analyzer needs for the event and its level
+  100 ft away (:mod:`sensor.wire`), not YAMNet's embeddings or class scores;
+- **scores**: dog activity where someone speaks and YAMNet hears no dog (a network trained on
+  barks under voices also scores some voices high, and their spectra told voices apart:
+  docs/PRIVACY.md), or a **candidate** without dog activity: the fused score of the detector
+  whose candidates the analyzer's event verifier judges (v5-fused, from 0.3) reaches
+  ``candidate_threshold`` (0.25). It
+  carries the dog scores (``dog_s``, ``pd``, ``dg``) and the A-weighted levels, no spectrum and
+  no envelopes, so the verifier sees every candidate and no voice's spectrum leaves with it;
+- **speech**: none of those, and a patch of this frame or a neighbour scores at or above
   ``speech_threshold`` on one of YAMNet's speech and voice classes;
-- **quiet**: neither.
+- **quiet**: none of them.
 
 Speech and quiet seconds both leave as ``levels`` (the A-weighted levels a sound level meter
-shows, nothing more), so the stream does not say when someone spoke; the difference stays on
+shows, nothing more), so the stream does not say when someone spoke (a ``scores`` frame whose
+dog scores reach a detector's threshold says someone spoke near a bark); the difference stays on
 the sensor, where the band spectra of the bark-free seconds make the background statistics
 (:class:`BackgroundStatistics`: every 10 s, per band, the L90 over those of the last ten minutes)
 that the audibility estimate needs. Pure logic over frames; the class indices come
@@ -42,15 +51,20 @@ from scipy.ndimage import maximum_filter1d
 
 from sensor.configfile import setting
 from sensor.dog_head import DogHead, cached_head, step_head_scores
-from sensor.wire import GATE_DOG, GATE_QUIET, GATE_SPEECH, BandBackground, Frame
+from sensor.wire import GATE_DOG, GATE_QUIET, GATE_SCORES, GATE_SPEECH, BandBackground, Frame
 from sensor.yamnet_network import MODELS_DIR
 
 # The detectors that read the fine-tuned network's patch score (wire ``dg``), judged beside the
 # sensor's own head when the sensor runs that network.
 TUNED_HEAD_FILES = ("dog_head.v5.npz", "dog_head.v5-fused.npz")
+# The detector whose candidates the analyzer's bundled event verifier judges: the analyzer's
+# default head (analyzer.detect.head.ANALYZER_HEAD_PATH; tests/test_speech_gate.py checks).
+CANDIDATE_HEAD_FILE = "dog_head.v5-fused.npz"
 # The CNN's score is taken at its highest over this many 20 ms steps: at least the analyzer's
 # smoothing (a centred mean over 0.1 s, analyzer.detect.settings), whose value it bounds.
 SMOOTHING_STEPS = 5
+# a frame's marks (dog activity, candidate, speech, YAMNet hears a dog): none
+NO_MARKS = (False, False, False, False)
 # A second is bark-free, for the background statistics, when the sensor's own head's fused
 # score stays under this: the analyzer's audibility.bark_free_score (its background's seconds).
 BARK_FREE_SCORE = 0.3
@@ -87,6 +101,11 @@ class GateSettings:
         "less this (a step under its off-threshold is in none of its events)", 0.0, 0.99)
     yamnet_dog_threshold: float = setting(
         0.2, "dog activity: YAMNet's score of a dog class reaches this", 0.01, 0.99)
+    candidate_threshold: float = setting(
+        0.25, "a candidate: the fused score of a 20 ms step of the detector whose candidates "
+        "the analyzer's event verifier judges (v5-fused, from 0.3) reaches this; its second "
+        "carries the dog scores and A-weighted levels, no spectrum",
+        0.01, 0.99)
     background_s: int = setting(
         10, "seconds between the background statistics (the L90 of each band)", 1, 3600)
     background_window_s: int = setting(
@@ -125,6 +144,10 @@ class SpeechGate:
         # per detector (the sensor's own head, then the tuned ones): the fused score from which
         # a step counts as dog activity
         self.thresholds = tuple(self._threshold(h) for h in (self.head, *self.tuned))
+        # per detector: whether its candidates are judged (``candidate_threshold``)
+        candidate_file = MODELS_DIR / CANDIDATE_HEAD_FILE
+        judged = cached_head(str(candidate_file)).version if candidate_file.is_file() else None
+        self.judged = tuple(h.version == judged for h in (self.head, *self.tuned))
         self.backgrounds = BackgroundStatistics(self.settings.background_s,
                                              self.settings.background_window_s)
         self.reset()
@@ -142,9 +165,9 @@ class SpeechGate:
     def reset(self) -> None:
         """Forget the frames before (lost samples: a new segment; flush first)."""
         self._held: Frame | None = None
-        self._held_marks = (False, False)  # (dog activity, speech) of the frame held
+        self._held_marks = NO_MARKS  # the marks of the frame held
         self._held_bark_free = True  # the frame held: the sensor's head scores it bark-free
-        self._before_marks = (False, False)  # of the frame before it
+        self._before_marks = NO_MARKS  # of the frame before it
         self._before: Frame | None = None  # the frame before the one being marked
         self.backgrounds.reset()
 
@@ -155,12 +178,16 @@ class SpeechGate:
         return self._dog_activity(frame, self.fused_scores(frame, before))
 
     def _dog_activity(self, frame: Frame, fused: tuple[float, ...]) -> bool:
-        s = self.settings
+        return self.yamnet_dog(frame) or any(
+            score >= threshold for score, threshold in zip(fused, self.thresholds, strict=False))
+
+    def yamnet_dog(self, frame: Frame) -> bool:
+        """Whether YAMNet's own dog classes reach ``yamnet_dog_threshold`` in a patch of
+        ``frame``: a second opinion that a dog is there, from a network that was never trained
+        on this project's data."""
         scores = frame.class_scores
-        if len(scores) and float(scores[:, self.dog_indices].max()) >= s.yamnet_dog_threshold:
-            return True
-        return any(score >= threshold
-                   for score, threshold in zip(fused, self.thresholds, strict=False))
+        return bool(len(scores) and float(scores[:, self.dog_indices].max())
+                    >= self.settings.yamnet_dog_threshold)
 
     def fused_scores(self, frame: Frame, before: Frame | None = None) -> tuple[float, ...]:
         """The highest fused score over the steps of ``frame`` of the sensor's own head and of
@@ -181,6 +208,12 @@ class SpeechGate:
             fused += [float(head.fuse(cnn, tuned).max()) for head in self.tuned]
         return tuple(fused)
 
+    def candidate(self, fused: tuple[float, ...]) -> bool:
+        """Whether the fused score (:meth:`fused_scores`) of the detector whose candidates the
+        analyzer's event verifier judges reaches ``candidate_threshold``."""
+        return any(judged and score >= self.settings.candidate_threshold
+                   for score, judged in zip(fused, self.judged, strict=False))
+
     def speech(self, frame: Frame) -> bool:
         """Whether a patch of ``frame`` scores a voice class at or above the threshold."""
         scores = frame.class_scores
@@ -192,7 +225,9 @@ class SpeechGate:
         decided = []
         for frame in frames:
             fused = self.fused_scores(frame, self._before)
-            marks = (self._dog_activity(frame, fused), self.speech(frame))
+            dog = self._dog_activity(frame, fused)
+            marks = (dog, dog or self.candidate(fused), self.speech(frame),
+                     self.yamnet_dog(frame))
             bark_free = fused[0] < BARK_FREE_SCORE
             self._before = frame
             if self._held is not None:
@@ -205,15 +240,20 @@ class SpeechGate:
         background statistics of the span it ends."""
         decided = []
         if self._held is not None:
-            decided = [self.backgrounds.close(self._decide((False, False)))]
+            decided = [self.backgrounds.close(self._decide(NO_MARKS))]
         self.reset()
         return decided
 
-    def _decide(self, after: tuple[bool, bool]) -> Frame:
+    def _decide(self, after: tuple[bool, bool, bool, bool]) -> Frame:
         assert self._held is not None
-        marks = (self._before_marks, self._held_marks, after)
-        dog, speech = any(m[0] for m in marks), any(m[1] for m in marks)
-        gate = GATE_DOG if dog else GATE_SPEECH if speech else GATE_QUIET
+        dog, candidate, speech, yamnet_dog = (
+            any(m[i] for m in (self._before_marks, self._held_marks, after)) for i in range(4))
+        if dog and (yamnet_dog or not speech):
+            gate = GATE_DOG
+        elif candidate:
+            gate = GATE_SCORES
+        else:
+            gate = GATE_SPEECH if speech else GATE_QUIET
         frame = self.backgrounds.add(dataclasses.replace(self._held, gate=gate),
                                      bark_free=self._held_bark_free)
         self._before_marks = self._held_marks

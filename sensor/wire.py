@@ -4,14 +4,18 @@ v4 (issue 34) is what the speech gate (:mod:`sensor.gate`) lets leave the sensor
 second with dog activity (``g`` = ``"dog"``) carries what the analyzer needs for the event and
 its level 100 ft away — the levels, the per-second third-octave bands, the 0.5 s envelopes, the
 CNN's 20 ms dog score and the dog head's score per YAMNet patch (``pd``, computed on the sensor
-by :mod:`sensor.dog_head`); every other second (``g`` = ``"levels"``: speech, or neither) carries
-the A-weighted levels a sound level meter shows, and nothing else. YAMNet's embeddings and class
-scores never leave the sensor (v3 carried them in dog seconds, and spectra in every second
-without speech: words were still told apart from them, docs/PRIVACY.md). The audibility
+by :mod:`sensor.dog_head`); a second a detector may find a bark in while someone speaks near it,
+or one only a weak candidate's score reaches (``g`` = ``"scores"``), carries the dog scores and
+the A-weighted levels, no spectrum; every other second (``g`` = ``"levels"``: speech, or neither)
+carries the A-weighted levels a sound level meter shows, and nothing else. YAMNet's embeddings
+and class scores never leave the sensor (v3 carried them in dog seconds, and spectra in every
+second without speech: words were still told apart from them, docs/PRIVACY.md). The audibility
 estimate's background comes as statistics every 10 s (``bg``: per band, the L90 over the
 bark-free seconds of the last ten minutes, :mod:`sensor.gate`), in whichever frame is next. A
-field a ``"levels"`` frame withholds is refused if present; decoding fills it as nothing found
-(no bands, no patches, dog score 0, LCeq and LZeq not measured: NaN). v1, v2 and v3 are refused
+field a frame's gate withholds is refused if present; decoding fills it as nothing found
+(no bands, no patches, dog score 0, LCeq and LZeq not measured: NaN; a ``"scores"`` frame's
+envelopes hold its LAeq and LAFmax). An analyzer that knows only ``dog`` and ``levels`` refuses
+``scores`` frames and counts them: upgrade analyzers before sensors. v1, v2 and v3 are refused
 with a message that says the sensor must be upgraded.
 
 The sensor owns this format; the analyzer imports it. Every field is validated on decode (and
@@ -32,10 +36,10 @@ then and not sent before, in order. Patch i of a frame starts at ``p0 + i * 0.48
 capture (``sensor.resample``, ``sensor.yamnet_features``).
 
 ===========  =========  ===========================================================
-key          type       meaning (``*``: dog frames only; a ``"levels"`` frame has none)
+key          type       meaning (``*``: dog frames only; ``+``: dog and scores frames)
 ===========  =========  ===========================================================
 ``v``        int        schema version, always 4 (1 to 3 are refused: upgrade the sensor)
-``g``        str        the speech gate: ``dog`` (everything below) or ``levels``
+``g``        str        the speech gate: ``dog`` (everything below), ``scores`` or ``levels``
 ``dev``      str        device id, ``[a-z0-9][a-z0-9_-]{0,63}`` (at most 64 characters)
 ``seq``      int        sequence number, per device, never reused (survives restarts)
 ``t``        int        capture time of the frame's first sample, ns since the Unix epoch (UTC)
@@ -66,11 +70,11 @@ key          type       meaning (``*``: dog frames only; a ``"levels"`` frame ha
 ``laeq_s``   bytes      ``*`` float16 LAeq per block, dB (power mean of the block's steps)
 ``laf_s``    bytes      ``*`` float16 LAF (F time-weighted, A-weighted) maximum per block, dB
                         (so the frame's and an event's LAFmax stay exact, IEC 61672-1)
-``dog_s``    bytes      ``*`` float16 dog score of the small CNN per step, 0..1
-``p0``       int        ``*`` capture time of the first sample of the first patch below, ns
-``pd``       bytes      ``*`` float16 dog score per patch, 0..1, of the dog head the sensor runs
+``dog_s``    bytes      ``+`` float16 dog score of the small CNN per step, 0..1
+``p0``       int        ``+`` capture time of the first sample of the first patch below, ns
+``pd``       bytes      ``+`` float16 dog score per patch, 0..1, of the dog head the sensor runs
                         on YAMNet's embedding and class scores (``models/dog_head.npz``)
-``dg``       bytes      ``*`` optional: float16 dog score per patch, 0..1, of the fine-tuned
+``dg``       bytes      ``+`` optional: float16 dog score per patch, 0..1, of the fine-tuned
                         network the sensor runs beside YAMNet (``models/dog_yamnet.onnx``,
                         issue 39), one per value of ``pd``; absent from a YAMNet-only sensor
 ``cstep``    int        optional: the sensor's wall clock stepped by this many ns against
@@ -109,8 +113,11 @@ SCHEMA_VERSION = 4
 # leave as "levels", so the stream does not say when someone spoke.
 GATE_DOG, GATE_LEVELS = "dog", "levels"
 GATE_QUIET, GATE_SPEECH = "quiet", "speech"
-GATES = (GATE_DOG, GATE_LEVELS)
-SENSOR_GATES = (GATE_DOG, GATE_QUIET, GATE_SPEECH, GATE_LEVELS)
+# A second a detector may find a bark in where someone speaks too, or a weak candidate's
+# second: the dog scores and the A-weighted levels, no spectrum (sensor.gate).
+GATE_SCORES = "scores"
+GATES = (GATE_DOG, GATE_SCORES, GATE_LEVELS)
+SENSOR_GATES = (GATE_DOG, GATE_SCORES, GATE_QUIET, GATE_SPEECH, GATE_LEVELS)
 # The topic tree keeps its v1 name: topics, ACLs and retained status did not change, and a
 # sensor not yet upgraded then still reaches the analyzer, which refuses and counts its frames
 # (reason "version") instead of never seeing them.
@@ -219,8 +226,9 @@ class Frame:
     clock_step_ns: int = 0
     # the fine-tuned network's dog score per patch (``dg``), None from a YAMNet-only sensor
     patch_dog_scores: np.ndarray | None = field(default=None, repr=False)
-    # what the frame carries on the wire (``g``, :mod:`sensor.gate`): everything (GATE_DOG) or
-    # levels only (GATE_LEVELS; on the sensor GATE_QUIET or GATE_SPEECH, sent as levels)
+    # what the frame carries on the wire (``g``, :mod:`sensor.gate`): everything (GATE_DOG),
+    # the dog scores and A-weighted levels (GATE_SCORES) or levels only (GATE_LEVELS; on the
+    # sensor GATE_QUIET or GATE_SPEECH, sent as levels)
     gate: str = "dog"
     # the background statistics of the minute before, in the frame that follows it (``bg``)
     background: BandBackground | None = field(default=None, repr=False)
@@ -274,8 +282,8 @@ class Frame:
 
     @property
     def wire_gate(self) -> str:
-        """What the frame leaves as: GATE_DOG or GATE_LEVELS."""
-        return GATE_DOG if self.gate == GATE_DOG else GATE_LEVELS
+        """What the frame leaves as: GATE_DOG, GATE_SCORES or GATE_LEVELS."""
+        return self.gate if self.gate in (GATE_DOG, GATE_SCORES) else GATE_LEVELS
 
 
 @dataclass(frozen=True, eq=False)
@@ -437,9 +445,13 @@ KNOWN_FIELDS = frozenset(_FIELDS) | frozenset(_OPTIONAL_FIELDS) | frozenset(_BEA
 # level meter's display shows with A-weighting. LCeq and LZeq go too: with LAeq they give the
 # spectrum's tilt, from which digits were told apart 23 % of the time (chance 10 %; A-weighted
 # levels alone 15 %, docs/PRIVACY.md).
-_WITHHELD: dict[str, frozenset[str]] = {GATE_DOG: frozenset(), GATE_LEVELS: frozenset({
-    "lc", "lz", "b0", "bands", "env_hop", "laeq_s", "laf_s", "dog_s", "p0", "pd", "dg",
-    *_BEARING_FIELDS})}
+# A "scores" frame keeps the dog scores too, and nothing of the spectrum: no bands, no LCeq or
+# LZeq, no envelopes (and no bearing, which the array takes from whatever it hears loudest).
+_SPECTRUM_FIELDS = frozenset({"lc", "lz", "b0", "bands", "env_hop", "laeq_s", "laf_s",
+                              *_BEARING_FIELDS})
+_WITHHELD: dict[str, frozenset[str]] = {
+    GATE_DOG: frozenset(), GATE_SCORES: _SPECTRUM_FIELDS,
+    GATE_LEVELS: _SPECTRUM_FIELDS | {"dog_s", "p0", "pd", "dg"}}
 MAX_UNCERTAINTY_DEG = 180.0  # a half-width of half the circle or more tells nothing
 MAX_CLOCK_STEP_NS = 10 * 365 * 86400 * 10**9  # a step beyond ten years is no clock's correction
 
@@ -631,32 +643,17 @@ def _validated(payload: object) -> Frame:
     if not 0.001 <= hop_s <= 1.0:
         raise WireError(f"field 'hop': {hop_s} s is out of range", WireReason.OUT_OF_RANGE)
     background = _background(payload)
-    if gate != GATE_DOG:
+    if gate == GATE_LEVELS:
         return _levels_only(payload, device_id, calibration_date, dc_offset, hop_s,
                             clock_step_ns, background)
-
-    dog_steps = _array(payload["dog_s"], "<f2", "dog_s")
-    if not 0 < dog_steps.size <= MAX_STEPS:
-        raise WireError(f"field 'dog_s': {dog_steps.size} steps is out of range",
-                        WireReason.OUT_OF_RANGE)
-    _bounded(dog_steps, 0.0, 1.0, "dog_s", "score")
+    dog_steps, head_scores, patch_dog_scores, patch_start_ns = _dog_scores(payload)
+    if gate == GATE_SCORES:
+        return replace(
+            _levels_only(payload, device_id, calibration_date, dc_offset, hop_s, clock_step_ns,
+                         background, dog_steps.size),
+            dog_steps=dog_steps, patch_start_ns=patch_start_ns, patch_head_scores=head_scores,
+            patch_dog_scores=patch_dog_scores, gate=GATE_SCORES)
     bands, envelope_hop_s, laeq_blocks, laf_blocks = _spectrum(payload, dog_steps.size, hop_s)
-    head_scores = _array(payload["pd"], "<f2", "pd")
-    if head_scores.size > MAX_PATCHES:
-        raise WireError(f"field 'pd': {head_scores.size} patches exceeds the limit of "
-                        f"{MAX_PATCHES}", WireReason.OUT_OF_RANGE)
-    _bounded(head_scores, 0.0, 1.0, "pd", "score")
-    patch_dog_scores = None
-    if "dg" in payload:
-        patch_dog_scores = _array(payload["dg"], "<f2", "dg", head_scores.size)
-        _bounded(patch_dog_scores, 0.0, 1.0, "dg", "score")
-    patch_start_ns = payload["p0"]
-    # A frame's patches start at most 2 s before it (those completed with the next second)
-    # and within it; an empty list names the frame's own start.
-    if not (payload["t"] - 2 * 10**9 <= patch_start_ns <= payload["t"] + 2 * 10**9
-            and 0 <= patch_start_ns < 2**63 - MAX_PATCHES * PATCH_HOP_NS):
-        raise WireError(f"field 'p0': {patch_start_ns} ns is not within 2 s of the frame's "
-                        f"capture time {payload['t']} ns", WireReason.OUT_OF_RANGE)
     model_versions = _model_versions(payload)
     bearing_deg, bearing_uncertainty_deg, bearing_estimated = _bearing(payload)
 
@@ -700,6 +697,33 @@ def _validated(payload: object) -> Frame:
         bearing_uncertainty_deg=bearing_uncertainty_deg,
         bearing_estimated=bearing_estimated,
     )
+
+
+def _dog_scores(payload: dict[str, Any]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, int]:
+    """(``dog_s``, ``pd``, ``dg`` or None, ``p0``) of a frame that carries the dog scores."""
+    dog_steps = _array(payload["dog_s"], "<f2", "dog_s")
+    if not 0 < dog_steps.size <= MAX_STEPS:
+        raise WireError(f"field 'dog_s': {dog_steps.size} steps is out of range",
+                        WireReason.OUT_OF_RANGE)
+    _bounded(dog_steps, 0.0, 1.0, "dog_s", "score")
+    head_scores = _array(payload["pd"], "<f2", "pd")
+    if head_scores.size > MAX_PATCHES:
+        raise WireError(f"field 'pd': {head_scores.size} patches exceeds the limit of "
+                        f"{MAX_PATCHES}", WireReason.OUT_OF_RANGE)
+    _bounded(head_scores, 0.0, 1.0, "pd", "score")
+    patch_dog_scores = None
+    if "dg" in payload:
+        patch_dog_scores = _array(payload["dg"], "<f2", "dg", head_scores.size)
+        _bounded(patch_dog_scores, 0.0, 1.0, "dg", "score")
+    patch_start_ns = payload["p0"]
+    # A frame's patches start at most 2 s before it (those completed with the next second)
+    # and within it; an empty list names the frame's own start.
+    if not (payload["t"] - 2 * 10**9 <= patch_start_ns <= payload["t"] + 2 * 10**9
+            and 0 <= patch_start_ns < 2**63 - MAX_PATCHES * PATCH_HOP_NS):
+        raise WireError(f"field 'p0': {patch_start_ns} ns is not within 2 s of the frame's "
+                        f"capture time {payload['t']} ns", WireReason.OUT_OF_RANGE)
+    return dog_steps, head_scores, patch_dog_scores, patch_start_ns
 
 
 def _bearing(payload: dict[str, Any]) -> tuple[float | None, float | None, bool]:
@@ -788,12 +812,13 @@ def _background(payload: dict[str, Any]) -> BandBackground | None:
 
 def _levels_only(payload: dict[str, Any], device_id: str, calibration_date: str,
                  dc_offset: float, hop_s: float, clock_step_ns: int,
-                 background: BandBackground | None) -> Frame:
+                 background: BandBackground | None, n_steps: int | None = None) -> Frame:
     """The Frame of a "levels" frame: what was withheld stands in as nothing found — no
     patches, a dog score of 0 every step, no bands, LCeq and LZeq NaN (not measured), and the
     second's LAeq and LAFmax held over its envelope blocks — so the analyzer runs on it
-    unchanged."""
-    n_steps = round(payload["n"] / payload["sr"] / hop_s)
+    unchanged. ``n_steps``: the steps of a "scores" frame's ``dog_s`` (else from ``n``)."""
+    if n_steps is None:
+        n_steps = round(payload["n"] / payload["sr"] / hop_s)
     if not 0 < n_steps <= MAX_STEPS:
         raise WireError(f"fields 'n'/'hop': {n_steps} steps is out of range",
                         WireReason.OUT_OF_RANGE)

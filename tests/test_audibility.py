@@ -32,7 +32,7 @@ from analyzer.acoustics.site import InstallationRecord, load_site, site_template
 from analyzer.detect.events import DogEvent
 from sensor.errors import ConfigError
 from sensor.frames import frames_from_samples
-from sensor.wire import Frame
+from sensor.wire import GATE_SCORES, Frame, decode_frame, encode_frame
 from tests.conftest import sine
 
 ISO_9613_1_TABLE_1 = json.loads(
@@ -235,6 +235,27 @@ def test_an_event_spectrum_is_shared_out_at_the_envelopes_half_second_resolution
     assert bands is not None
     index = int(np.argmin(np.abs(BAND_CENTRES_HZ - 1000.0)))
     assert bands[index] == pytest.approx(80.0 - 10 * np.log10(0.5 / 0.2), abs=0.5)
+
+
+def test_an_event_spectrum_comes_from_its_seconds_that_carry_one() -> None:
+    """A second sent where someone spoke (a "scores" frame, sensor.gate) carries no spectrum: a
+    steady 80 dB tone over seconds 20 and 21 with second 21 sent so reads as second 20's steps
+    alone, and an event within second 21 has no audibility (not a diluted one)."""
+    frames = _frames(background_rms=0.0001, tone_rms=0.1, tone_span_s=(20.0, 22.0))
+    sent = [decode_frame(encode_frame(dataclasses.replace(f, gate=GATE_SCORES)))
+            if i == 21 else f for i, f in enumerate(frames)]
+    assert sent[21].bands_db.size == 0 and sent[20].bands_db.size
+    assessor = AudibilityAssessor(_site(), AudibilitySettings(min_background_s=10))
+    for frame in sent:
+        assessor.observe(frame, 0.0)
+    both = assessor._event_bands(_event(frames, 20.0, 22.0))
+    first = assessor._event_bands(_event(frames, 20.0, 21.0))
+    assert both is not None and first is not None
+    np.testing.assert_allclose(both, first, atol=1e-9)
+    index = int(np.argmin(np.abs(BAND_CENTRES_HZ - 1000.0)))
+    assert both[index] == pytest.approx(80.0, abs=0.5)
+    assert assessor._event_bands(_event(frames, 21.0, 22.0)) is None
+    assert assessor.assess(_event(frames, 21.2, 21.8)) is None
 
 
 # --- conservatism ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Wire format v4: round trip, the speech gate's two kinds of frame, the background statistics,
+"""Wire format v4: round trip, the speech gate's three kinds of frame, the background statistics,
 every kind of bad payload named precisely, v1 to v3 refused."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from sensor.wire import (
     GATE_DOG,
     GATE_LEVELS,
     GATE_QUIET,
+    GATE_SCORES,
     GATE_SPEECH,
     MAX_PATCHES,
     N_CLASSES,
@@ -139,7 +140,53 @@ def test_speech_and_quiet_seconds_both_leave_as_a_level_meters_display(gate: str
     np.testing.assert_allclose(back.laf_blocks_db, [FRAME.lafmax_db] * 2, atol=1e-4)
 
 
-@pytest.mark.parametrize("gate", [GATE_DOG, GATE_QUIET])
+def test_a_scores_frame_carries_the_dog_scores_and_a_level_meters_display() -> None:
+    patches = FRAME.patch_head_scores.size
+    assert patches  # the second has YAMNet patches to score
+    frame = dataclasses.replace(FRAME, gate=GATE_SCORES,
+                                patch_dog_scores=np.linspace(0.2, 0.9, patches, dtype=np.float32),
+                                bearing_deg=120.0, bearing_uncertainty_deg=10.0,
+                                bearing_estimated=True)
+    data = encode_frame(frame)
+    raw = msgpack.unpackb(data, raw=False)
+    assert sorted(raw) == sorted([
+        "v", "dev", "seq", "t", "sr", "n", "fs_db", "cal", "la", "lafmax", "lafmin",
+        "lasmax", "l10", "l50", "l90", "pct_s", "clip", "dc", "under", "hop", "mv", "g",
+        "dog_s", "p0", "pd", "dg"])  # no spectrum, no envelope, no bearing
+    assert raw["g"] == GATE_SCORES
+    back = decode_frame(data)
+    assert back.gate == GATE_SCORES and back.laeq_db == pytest.approx(FRAME.laeq_db)
+    np.testing.assert_array_equal(back.dog_steps, FRAME.dog_steps.astype(F16))
+    np.testing.assert_array_equal(back.patch_head_scores, FRAME.patch_head_scores.astype(F16))
+    assert back.patch_dog_scores is not None
+    np.testing.assert_array_equal(back.patch_dog_scores, frame.patch_dog_scores.astype(F16))
+    np.testing.assert_array_equal(back.patch_starts_ns, FRAME.patch_starts_ns)
+    # what was withheld reads as in a "levels" frame
+    assert back.bands_db.size == 0 and back.embeddings.shape == (0, EMBEDDING_SIZE)
+    assert math.isnan(back.lceq_db) and math.isnan(back.lzeq_db)
+    assert back.bearing_deg is None and not back.bearing_estimated
+    np.testing.assert_allclose(back.laeq_blocks_db, [FRAME.laeq_db] * 2, atol=1e-4)
+    np.testing.assert_allclose(back.laf_blocks_db, [FRAME.lafmax_db] * 2, atol=1e-4)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"bands": b"\0\0\0\0"}, "field(s) bands: not sent in a 'scores' frame"),
+    ({"laeq_s": b"\0\0"}, "field(s) laeq_s: not sent in a 'scores' frame"),
+    ({"br": 10.0, "bu": 5.0}, "field(s) br, bu: not sent in a 'scores' frame"),
+    ({"pd": None}, "missing field(s): pd"),
+    ({"dog_s": np.full(50, 2.0, "<f2").tobytes()}, "field 'dog_s': score 2.0 at index 0"),
+])
+def test_a_scores_frame_with_a_spectrum_or_without_its_scores_is_refused(
+        extra: dict[str, object], message: str) -> None:
+    raw = msgpack.unpackb(encode_frame(dataclasses.replace(FRAME, gate=GATE_SCORES)), raw=False)
+    raw.update(extra)
+    for key in [k for k, v in extra.items() if v is None]:
+        del raw[key]
+    with pytest.raises(WireError, match=re.escape(message)):
+        decode_frame(msgpack.packb(raw, use_bin_type=True))
+
+
+@pytest.mark.parametrize("gate", [GATE_DOG, GATE_QUIET, GATE_SCORES])
 def test_the_background_statistics_travel_in_any_frame(gate: str) -> None:
     frame = dataclasses.replace(FRAME, gate=gate, background=BACKGROUND)
     back = decode_frame(encode_frame(frame)).background
@@ -171,7 +218,7 @@ def test_bad_background_statistics_are_named(changes: dict[str, object], message
     ({"bands": b"\0\0\0\0"}, "field(s) bands: not sent in a 'levels' frame"),
     ({"lc": 40.0}, "field(s) lc: not sent in a 'levels' frame"),
     ({"pd": b""}, "field(s) pd: not sent in a 'levels' frame"),
-    ({"g": "quiet"}, "field 'g': 'quiet' is not one of dog, levels"),
+    ({"g": "quiet"}, "field 'g': 'quiet' is not one of dog, scores, levels"),
 ])
 def test_a_field_the_gate_withholds_or_an_unknown_gate_is_refused(
         extra: dict[str, object], message: str) -> None:

@@ -10,7 +10,10 @@ For each dog-vocalization event of a device (REFERENCE.md sections 4-5, DESIGN.m
    of the whole second. A bark that dominates its half-second block is then read at its own
    level rather than diluted by the rest of the second (a shorter one, by the rest of its
    block: low, in the owner's favour); background in the envelope only lowers the ratio (the owner's
-   favour). It assumes the spectrum's shape does not change within the second.
+   favour). It assumes the spectrum's shape does not change within the second. A second
+   sent where someone spoke (a ``"scores"`` frame, :mod:`sensor.gate`) has no spectrum: the
+   spectrum comes from the event's other seconds, and an event with none has no audibility
+   (unknown, which never counts as plainly audible).
 2. **Background**: per band and A-weighted, the L90 (``background_percentile``) of the 1 s
    levels of the bark-free seconds in a rolling window (default 10 minutes). With too few
    bark-free seconds the window's quietest seconds of any kind are used and the output says
@@ -299,23 +302,22 @@ class AudibilityAssessor:
         self.settings = settings
         self.propagator = Propagator(site)
         self.background = BackgroundTracker(settings)
-        # (capture ns, hop ns, band levels of the second, LAeq per step)
-        self._recent: deque[tuple[int, int, np.ndarray, np.ndarray]] = deque()
+        # (capture ns, hop ns, band levels of the second or None, LAeq per step)
+        self._recent: deque[tuple[int, int, np.ndarray | None, np.ndarray]] = deque()
         vocal = (settings.vocal_low_hz <= BAND_CENTRES_HZ) & (
             settings.vocal_high_hz >= BAND_CENTRES_HZ)
         self.vocal = vocal
 
     def observe(self, frame: Frame, max_dog_score: float) -> None:
         """Take in one frame (capture order) and its highest dog score."""
-        bands = frame_band_levels(frame)
+        bands = frame_band_levels(frame) if len(frame.bands_db) else None
         hop_ns = round(frame.hop_s * 1e9)
         self._recent.append((frame.capture_ns, hop_ns, bands, frame.laeq_steps_db))
         horizon = frame.capture_ns - int(self.settings.event_memory_s * 1e9)
         while self._recent and self._recent[0][0] < horizon:
             self._recent.popleft()
-        # a "levels" second (wire v4's gate) carries no spectrum, only its LAeq
-        self.background.add_second(frame.capture_ns, frame.laeq_db,
-                                   bands if len(frame.bands_db) else None,
+        # a "levels" or "scores" second (wire v4's gate) carries no spectrum, only its LAeq
+        self.background.add_second(frame.capture_ns, frame.laeq_db, bands,
                                    max_dog_score < self.settings.bark_free_score)
         if frame.background is not None:
             minute = frame.background
@@ -323,11 +325,14 @@ class AudibilityAssessor:
                                        band_levels(minute.first_index, minute.bands_db))
 
     def _event_bands(self, event: DogEvent) -> np.ndarray | None:
-        """Band levels over the event's steps (see the module's point 1), or None when none of
-        its frames is remembered."""
+        """Band levels over the event's steps that have a spectrum (see the module's point 1),
+        or None when none of its frames is remembered or none has a spectrum (a "scores"
+        frame, sent where someone spoke, carries none: ``sensor.gate``)."""
         power = np.zeros(BAND_INDICES.size)
         steps = 0
         for start_ns, hop_ns, bands, laeq_steps in self._recent:
+            if bands is None:
+                continue
             times = start_ns + hop_ns * np.arange(laeq_steps.size)
             inside = (times >= event.onset_ns) & (times < event.offset_ns)
             n = int(np.count_nonzero(inside))

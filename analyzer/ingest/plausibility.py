@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from sensor.wire import GATE_LEVELS, Frame
+from sensor.wire import GATE_DOG, Frame
 
 FULL_SCALE_DB_RANGE = (60.0, 200.0)  # the sensor's calibration.full_scale_db bounds
 LAST_BAND_INDEX = 13  # IEC 61260-1 base-10 band x = 13: 20 kHz, the last the schema names
@@ -87,8 +87,8 @@ def level_problem(frame: Frame) -> str | None:
     )
     for key, name in SCALAR_LEVELS:
         value = float(getattr(frame, name))
-        if key in NOT_SENT_IN_LEVELS_FRAMES and frame.gate == GATE_LEVELS:
-            continue  # NaN: a "levels" frame (wire v4) does not carry it
+        if key in NOT_SENT_IN_LEVELS_FRAMES and frame.gate != GATE_DOG:
+            continue  # NaN: a "levels" or "scores" frame (wire v4) does not carry it
         if not low <= value <= high:  # NaN fails too
             return f"field {key!r}: level {value:g} dB {reason}"
     for key, name in ARRAY_LEVELS:

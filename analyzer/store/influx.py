@@ -116,7 +116,7 @@ def level_point(frame: Frame, max_dog_score: float | None) -> Point:
         .field("clipped_samples", int(frame.clipped_samples))
         .time(frame.capture_ns, WritePrecision.NS)
     )
-    if frame.gate == GATE_DOG:  # a "levels" frame (wire v4) carries no LCeq or LZeq
+    if frame.gate == GATE_DOG:  # "levels" and "scores" frames (wire v4) carry no LCeq or LZeq
         point.field("lceq_db", _finite("lceq_db", frame.lceq_db))
         point.field("lzeq_db", _finite("lzeq_db", frame.lzeq_db))
     if max_dog_score is not None:
