@@ -49,6 +49,7 @@ from sensor.frames import FrameBuilder  # noqa: E402
 from sensor.wire import (  # noqa: E402
     GATE_DOG,
     GATE_QUIET,
+    GATE_SCORES,
     GATE_SPEECH,
     Frame,
     decode_frame,
@@ -127,13 +128,15 @@ def events(frames: list[Frame], settings: DetectorSettings, whole: bool,
 def audibility_change(gated: list[tuple[float, float, bool, float]],
                       whole: list[tuple[float, float, bool, float]]) -> dict[str, float]:
     """How the same events' 100 ft levels and audibility margins differ, gated minus whole
-    (dB), and in how many the plainly-audible verdict differs."""
+    (dB), in how many the plainly-audible verdict differs, and how many have an audibility
+    whole but none gated (their seconds all left as "scores" frames: no spectrum)."""
     a, b = np.array([g[:2] for g in gated]), np.array([w[:2] for w in whole])
     both = np.all(np.isfinite(a) & np.isfinite(b), axis=1)
+    lost = int(np.sum(~np.isfinite(a[:, 0]) & np.isfinite(b[:, 0]))) if len(a) else 0
     if not both.any():
-        return {"events_compared": 0}
+        return {"events_compared": 0, "audibility_lost": lost}
     level, margin = (a - b)[both, 0], (a - b)[both, 1]
-    return {"events_compared": int(both.sum()),
+    return {"events_compared": int(both.sum()), "audibility_lost": lost,
             "level_median_db": round(float(np.median(level)), 2),
             "level_max_abs_db": round(float(np.max(np.abs(level))), 2),
             "margin_median_db": round(float(np.median(margin)), 2),
@@ -259,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         whole, sent_whole, at_100ft_whole = events(frames, settings, whole=True, truth=truth,
                                                     verifier=verifier)
         share = {g: sum(f.gate == g for f in frames) / len(frames)
-                 for g in (GATE_DOG, GATE_QUIET, GATE_SPEECH)}
+                 for g in (GATE_DOG, GATE_SCORES, GATE_QUIET, GATE_SPEECH)}
         results[name] = {
             "seconds": len(frames), "gate_share": share,
             "events_gated": len(gated), "events_whole": len(whole),
