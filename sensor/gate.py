@@ -22,11 +22,12 @@ in carries more than levels:
   100 ft away (:mod:`sensor.wire`), not YAMNet's embeddings or class scores;
 - **scores**: dog activity where someone speaks and YAMNet hears no dog (a network trained on
   barks under voices also scores some voices high, and their spectra told voices apart:
-  docs/PRIVACY.md), or a **candidate** without dog activity: the fused score of the detector
-  whose candidates the analyzer's event verifier judges (v5-fused, from 0.3) reaches
-  ``candidate_threshold`` (0.25). It
-  carries the dog scores (``dog_s``, ``pd``, ``dg``) and the A-weighted levels, no spectrum and
-  no envelopes, so the verifier sees every candidate and no voice's spectrum leaves with it;
+  docs/PRIVACY.md), or, where no one speaks, a **candidate** without dog activity: the fused
+  score of the detector whose candidates the analyzer's event verifier judges (v5-fused, from
+  0.3) reaches ``candidate_threshold`` (0.25). It carries the dog scores (``dog_s``, ``pd``,
+  ``dg``) and the A-weighted levels, no spectrum and no envelopes. A candidate under a voice
+  leaves as levels: which voice seconds reach a candidate's score, with those scores, told the
+  game's voices apart 23 % of the time (goal at most 22.5 %, docs/PRIVACY.md);
 - **speech**: none of those, and a patch of this frame or a neighbour scores at or above
   ``speech_threshold`` on one of YAMNet's speech and voice classes;
 - **quiet**: none of them.
@@ -103,8 +104,8 @@ class GateSettings:
         0.2, "dog activity: YAMNet's score of a dog class reaches this", 0.01, 0.99)
     candidate_threshold: float = setting(
         0.25, "a candidate: the fused score of a 20 ms step of the detector whose candidates "
-        "the analyzer's event verifier judges (v5-fused, from 0.3) reaches this; its second "
-        "carries the dog scores and A-weighted levels, no spectrum",
+        "the analyzer's event verifier judges (v5-fused, from 0.3) reaches this; where no one "
+        "speaks, its second carries the dog scores and A-weighted levels, no spectrum",
         0.01, 0.99)
     background_s: int = setting(
         10, "seconds between the background statistics (the L90 of each band)", 1, 3600)
@@ -250,7 +251,7 @@ class SpeechGate:
             any(m[i] for m in (self._before_marks, self._held_marks, after)) for i in range(4))
         if dog and (yamnet_dog or not speech):
             gate = GATE_DOG
-        elif candidate:
+        elif dog or (candidate and not speech):
             gate = GATE_SCORES
         else:
             gate = GATE_SPEECH if speech else GATE_QUIET
