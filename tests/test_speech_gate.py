@@ -3,9 +3,9 @@ voice in a city street leaves the sensor as levels only, even where the small CN
 call it a dog; barks 30 m away leave whole; a bark over a voice leaves whole (YAMNet hears the
 dog too); a voice a detector takes for a dog leaves as dog scores only, and so does a faint bark
 under a voice, whose candidate still reaches the event verifier; a candidate leaves as dog
-scores where no one speaks and as levels under a voice; the street alone leaves as levels with its background
-statistics; and the analyzer finds the same events in gated frames as in frames that carry
-everything."""
+scores where no one speaks and as levels under a voice; the street alone leaves as levels
+with its background statistics; and the analyzer finds the same events in gated frames as in
+frames that carry everything."""
 
 from __future__ import annotations
 
