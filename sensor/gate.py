@@ -5,36 +5,35 @@ YAMNet's embeddings and class scores in every second; from those an attacker tol
 spoken digits was said two times in three and who was speaking (docs/PRIVACY.md). Wire v3 kept
 spectra in seconds without speech and everything in seconds with "dog activity" judged by the
 CNN alone, which passes speech: digits were still told apart 39-54 % of the time. Now each
-second is judged by the score the detector reads, and only a second a detector may find a bark
-in carries more than levels:
+second is judged by the score the detector reads, and only a dog's second carries more than
+levels (and, if configured, a candidate's: its dog scores):
 
 - **dog**: in this second or a neighbour, the fused score of a bundled detector reaches its
   threshold at some 20 ms step — the sensor's dog head (its patch score ``pd``, fused with the
   CNN as the head file says), and, on a sensor that runs the fine-tuned network, the detectors
   that read its score (``dg``: ``models/dog_head.v5*.npz``) — or YAMNet's own dog classes reach
-  ``yamnet_dog_threshold``; and either no one speaks in it or a neighbour, or YAMNet's dog
-  classes too hear a dog there. A detector's threshold is its own event off-threshold less
+  ``yamnet_dog_threshold``. A detector's threshold is its own event off-threshold less
   ``event_margin`` (0.1; at least ``fused_threshold``, 0.5): an event spans only steps at or
   over the off-threshold, the CNN's score is taken at its highest over the analyzer's smoothing
   window, and the neighbours cover the analyzer's merging of events 0.5 s apart, so a second
   that could hold an event leaves whole (the same events gated and whole:
   ``benchmarks/gate_cost.py``). It carries what the analyzer needs for the event and its level
   100 ft away (:mod:`sensor.wire`), not YAMNet's embeddings or class scores;
-- **scores**: dog activity where someone speaks and YAMNet hears no dog (a network trained on
-  barks under voices also scores some voices high, and their spectra told voices apart:
-  docs/PRIVACY.md), or, where no one speaks, a **candidate** without dog activity: the fused
-  score of the detector whose candidates the analyzer's event verifier judges (v5-fused, from
-  0.3) reaches ``candidate_threshold`` (0.25). It carries the dog scores (``dog_s``, ``pd``,
-  ``dg``) and the A-weighted levels, no spectrum and no envelopes. A candidate under a voice
-  leaves as levels: which voice seconds reach a candidate's score, with those scores, told the
-  game's voices apart 23 % of the time (goal at most 22.5 %, docs/PRIVACY.md);
-- **speech**: none of those, and a patch of this frame or a neighbour scores at or above
-  ``speech_threshold`` on one of YAMNet's speech and voice classes;
+- **scores** (only with ``candidate_scores``, off by default): no dog activity and no voice in
+  the second or a neighbour, but a **candidate**: the fused score of the detector whose
+  candidates the analyzer's event verifier judges (v5-fused, from 0.3) reaches
+  ``candidate_threshold`` (0.25). It carries the dog scores (``dog_s``, ``pd``, ``dg``) and the
+  A-weighted levels, no spectrum and no envelopes, so the verifier sees the candidate. Off by
+  default because the bundled verifier learnt from frames without them: with them it kept 3
+  false candidates in 2.3 hours of confuser bouts where it kept none (docs/PRIVACY.md). A
+  candidate under a voice leaves as levels either way: which voice seconds reach a candidate's
+  score, with those scores, told the game's voices apart 23 % of the time (goal at most 22.5 %);
+- **speech**: no dog activity (a candidate or not), and a patch of this frame or a neighbour
+  scores at or above ``speech_threshold`` on one of YAMNet's speech and voice classes;
 - **quiet**: none of them.
 
 Speech and quiet seconds both leave as ``levels`` (the A-weighted levels a sound level meter
-shows, nothing more), so the stream does not say when someone spoke (a ``scores`` frame whose
-dog scores reach a detector's threshold says someone spoke near a bark); the difference stays on
+shows, nothing more), so the stream does not say when someone spoke; the difference stays on
 the sensor, where the band spectra of the bark-free seconds make the background statistics
 (:class:`BackgroundStatistics`: every 10 s, per band, the L90 over those of the last ten minutes)
 that the audibility estimate needs. Pure logic over frames; the class indices come
@@ -64,8 +63,7 @@ CANDIDATE_HEAD_FILE = "dog_head.v5-fused.npz"
 # The CNN's score is taken at its highest over this many 20 ms steps: at least the analyzer's
 # smoothing (a centred mean over 0.1 s, analyzer.detect.settings), whose value it bounds.
 SMOOTHING_STEPS = 5
-# a frame's marks (dog activity, candidate, speech, YAMNet hears a dog): none
-NO_MARKS = (False, False, False, False)
+NO_MARKS = (False, False, False)  # a frame's marks (dog activity, candidate, speech): none
 # A second is bark-free, for the background statistics, when the sensor's own head's fused
 # score stays under this: the analyzer's audibility.bark_free_score (its background's seconds).
 BARK_FREE_SCORE = 0.3
@@ -102,11 +100,14 @@ class GateSettings:
         "less this (a step under its off-threshold is in none of its events)", 0.0, 0.99)
     yamnet_dog_threshold: float = setting(
         0.2, "dog activity: YAMNet's score of a dog class reaches this", 0.01, 0.99)
+    candidate_scores: bool = setting(
+        False, "send a candidate's second without dog activity or a voice as a \"scores\" "
+        "frame (dog scores and A-weighted levels, no spectrum), so the analyzer's event "
+        "verifier sees it; off while the bundled verifier has not learnt from such frames")
     candidate_threshold: float = setting(
-        0.25, "a candidate: the fused score of a 20 ms step of the detector whose candidates "
-        "the analyzer's event verifier judges (v5-fused, from 0.3) reaches this; where no one "
-        "speaks, its second carries the dog scores and A-weighted levels, no spectrum",
-        0.01, 0.99)
+        0.25, "with candidate_scores: a candidate is a 20 ms step where the fused score of the "
+        "detector whose candidates the analyzer's event verifier judges (v5-fused, from 0.3) "
+        "reaches this", 0.01, 0.99)
     background_s: int = setting(
         10, "seconds between the background statistics (the L90 of each band)", 1, 3600)
     background_window_s: int = setting(
@@ -179,16 +180,12 @@ class SpeechGate:
         return self._dog_activity(frame, self.fused_scores(frame, before))
 
     def _dog_activity(self, frame: Frame, fused: tuple[float, ...]) -> bool:
-        return self.yamnet_dog(frame) or any(
-            score >= threshold for score, threshold in zip(fused, self.thresholds, strict=False))
-
-    def yamnet_dog(self, frame: Frame) -> bool:
-        """Whether YAMNet's own dog classes reach ``yamnet_dog_threshold`` in a patch of
-        ``frame``: a second opinion that a dog is there, from a network that was never trained
-        on this project's data."""
+        s = self.settings
         scores = frame.class_scores
-        return bool(len(scores) and float(scores[:, self.dog_indices].max())
-                    >= self.settings.yamnet_dog_threshold)
+        if len(scores) and float(scores[:, self.dog_indices].max()) >= s.yamnet_dog_threshold:
+            return True
+        return any(score >= threshold
+                   for score, threshold in zip(fused, self.thresholds, strict=False))
 
     def fused_scores(self, frame: Frame, before: Frame | None = None) -> tuple[float, ...]:
         """The highest fused score over the steps of ``frame`` of the sensor's own head and of
@@ -210,10 +207,12 @@ class SpeechGate:
         return tuple(fused)
 
     def candidate(self, fused: tuple[float, ...]) -> bool:
-        """Whether the fused score (:meth:`fused_scores`) of the detector whose candidates the
-        analyzer's event verifier judges reaches ``candidate_threshold``."""
-        return any(judged and score >= self.settings.candidate_threshold
-                   for score, judged in zip(fused, self.judged, strict=False))
+        """With ``candidate_scores``, whether the fused score (:meth:`fused_scores`) of the
+        detector whose candidates the analyzer's event verifier judges reaches
+        ``candidate_threshold``."""
+        return self.settings.candidate_scores and any(
+            judged and score >= self.settings.candidate_threshold
+            for score, judged in zip(fused, self.judged, strict=False))
 
     def speech(self, frame: Frame) -> bool:
         """Whether a patch of ``frame`` scores a voice class at or above the threshold."""
@@ -226,9 +225,8 @@ class SpeechGate:
         decided = []
         for frame in frames:
             fused = self.fused_scores(frame, self._before)
-            dog = self._dog_activity(frame, fused)
-            marks = (dog, dog or self.candidate(fused), self.speech(frame),
-                     self.yamnet_dog(frame))
+            marks = (self._dog_activity(frame, fused), self.candidate(fused),
+                     self.speech(frame))
             bark_free = fused[0] < BARK_FREE_SCORE
             self._before = frame
             if self._held is not None:
@@ -245,16 +243,16 @@ class SpeechGate:
         self.reset()
         return decided
 
-    def _decide(self, after: tuple[bool, bool, bool, bool]) -> Frame:
+    def _decide(self, after: tuple[bool, bool, bool]) -> Frame:
         assert self._held is not None
-        dog, candidate, speech, yamnet_dog = (
-            any(m[i] for m in (self._before_marks, self._held_marks, after)) for i in range(4))
-        if dog and (yamnet_dog or not speech):
+        dog, candidate, speech = (
+            any(m[i] for m in (self._before_marks, self._held_marks, after)) for i in range(3))
+        if dog:
             gate = GATE_DOG
-        elif dog or (candidate and not speech):
-            gate = GATE_SCORES
+        elif speech:
+            gate = GATE_SPEECH
         else:
-            gate = GATE_SPEECH if speech else GATE_QUIET
+            gate = GATE_SCORES if candidate else GATE_QUIET
         frame = self.backgrounds.add(dataclasses.replace(self._held, gate=gate),
                                      bark_free=self._held_bark_free)
         self._before_marks = self._held_marks

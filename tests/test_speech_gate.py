@@ -1,11 +1,9 @@
 """The speech gate (issue 34, wire v4) on fixed recorded clips through the sensor's own code: a
 voice in a city street leaves the sensor as levels only, even where the small CNN alone would
-call it a dog; barks 30 m away leave whole; a bark over a voice leaves whole (YAMNet hears the
-dog too); a voice a detector takes for a dog leaves as dog scores only, and so does a faint bark
-under a voice, whose candidate still reaches the event verifier; a candidate leaves as dog
-scores where no one speaks and as levels under a voice; the street alone leaves as levels
-with its background statistics; and the analyzer finds the same events in gated frames as in
-frames that carry everything."""
+call it a dog; barks 30 m away leave whole; a bark over a voice leaves whole (the dog
+decides); a candidate leaves as dog scores where no one speaks if configured, and as levels
+under a voice; the street alone leaves as levels with its background statistics; and the
+analyzer finds the same events in gated frames as in frames that carry everything."""
 
 from __future__ import annotations
 
@@ -188,6 +186,10 @@ def test_the_verifiers_candidates_are_the_same_in_gated_frames() -> None:
     assert GATE_QUIET in [f.gate for f in frames] and GATE_DOG in [f.gate for f in frames]
     assert gated == candidates([dataclasses.replace(f, gate=GATE_DOG) for f in frames])
     assert len(gated) == 1
+    # the dog seconds sent as "scores" frames (dog scores, no spectrum): the same candidate
+    scores = [dataclasses.replace(f, gate=GATE_SCORES) if f.gate == GATE_DOG else f
+              for f in frames]
+    assert candidates(scores) == gated
 
 
 def regated(frames: list[Frame], settings: object) -> list[Frame]:
@@ -200,67 +202,24 @@ def regated(frames: list[Frame], settings: object) -> list[Frame]:
     return gate.push(frames) + gate.flush()
 
 
-def test_a_voice_a_detector_takes_for_a_dog_leaves_as_dog_scores_without_its_spectrum() -> None:
-    """A gate that counts any fused score as dog activity (as a network trained on barks under
-    voices may score a voice): where YAMNet hears the voice and no dog, the seconds leave as
-    "scores" frames, never whole; the same voice-free street seconds leave whole."""
-    from sensor.gate import GateSettings
-
-    loose = GateSettings(fused_threshold=0.01, event_margin=0.99)
-    frames = regated(frames_of(voice_in_street()), loose)
-    gates = [f.gate for f in frames]
-    assert gates[1:5] == [GATE_SCORES] * 4, gates
-    for frame in frames[1:5]:
-        raw = msgpack.unpackb(encode_frame(frame), raw=False)
-        assert raw["g"] == GATE_SCORES and {"dog_s", "pd"} <= set(raw)
-        assert not {"bands", "laeq_s", "laf_s", "lc", "lz", "emb", "ys"} & set(raw)
-    street = regated(frames_of(clip("sonyc_street_ambience_01_027029.flac")[: 6 * RATE]), loose)
-    assert {f.gate for f in street} == {GATE_DOG}
-
-
-def test_a_bark_under_a_voice_yamnet_hears_no_dog_in_leaves_as_scores_and_is_found() -> None:
-    """A bark 30 m away, 4.5 dB under a voice in the street: its seconds leave as "scores"
-    frames, not whole, and the verifier is given the candidate it gets from frames that carry
-    everything; the same bark in the street alone, where no one speaks, leaves whole."""
-    from analyzer.detect.verifier import BUNDLED_VERIFIER_PATH, VerifierModel
-    from training.finetune import at_distance
-
-    bundled = VerifierModel.load(BUNDLED_VERIFIER_PATH)
-    every = VerifierModel.keeping_all(bundled.on_threshold, bundled.off_threshold)
-
-    def candidates(sent: list[Frame]) -> list[tuple[int, int]]:
-        pipeline = DevicePipeline("gate-1", DetectorSettings(), verifier=every)
-        found = [e for f in sent for e in pipeline.feed(decode_frame(encode_frame(f))).events]
-        found += pipeline.finish().events
-        return [(e.onset_ns, e.offset_ns) for e in found]
-
-    bark = at_distance(clip("lugaru_bark2.flac"), 30.0, 0.75)
-    street = clip("sonyc_street_ambience_01_027029.flac")[: 6 * RATE]
-    for mix, gate in ((voice_in_street(10.0), GATE_SCORES), (street, GATE_DOG)):
-        at = round(1.6 * RATE)
-        mix[at:at + bark.size] += np.std(mix) / np.std(bark) * 10 ** (-4.5 / 20) * bark
-        frames = frames_of(mix)
-        assert [f.gate for f in frames][:4] == [gate] * 4
-        gated = candidates(frames)
-        assert gated == candidates([dataclasses.replace(f, gate=GATE_DOG) for f in frames])
-        assert len(gated) == 1
-
-
 def test_a_candidate_leaves_as_dog_scores_where_no_one_speaks_and_as_levels_under_a_voice(
 ) -> None:
-    """A gate that counts every step as a candidate (``candidate_threshold`` 0.01) and none as
-    dog activity: the street's seconds leave as "scores" frames, the voice's seconds and their
-    neighbours as levels (which voice seconds reach a candidate's score told voices apart:
-    docs/PRIVACY.md)."""
+    """A gate that sends candidates (``candidate_scores``) and counts every step as one
+    (``candidate_threshold`` 0.01) and none as dog activity: the street's seconds leave as
+    "scores" frames, the voice's seconds and their neighbours as levels (which voice seconds
+    reach a candidate's score told voices apart: docs/PRIVACY.md); by default (no
+    ``candidate_scores``) the street leaves as levels."""
     from sensor.gate import GateSettings
 
-    everything = GateSettings(candidate_threshold=0.01, fused_threshold=0.99, event_margin=0.0,
-                              yamnet_dog_threshold=0.99)
+    everything = GateSettings(candidate_scores=True, candidate_threshold=0.01,
+                              fused_threshold=0.99, event_margin=0.0, yamnet_dog_threshold=0.99)
     street = clip("sonyc_street_ambience_01_027029.flac")[: 6 * RATE]
     frames = regated(frames_of(np.concatenate([street, voice_in_street()])), everything)
     gates = [f.gate for f in frames]
     assert gates[:6] == [GATE_SCORES] * 6, gates
     assert gates[7:11] == [GATE_SPEECH] * 4, gates
+    default = GateSettings(fused_threshold=0.99, event_margin=0.0, yamnet_dog_threshold=0.99)
+    assert {f.gate for f in regated(frames_of(street), default)} == {GATE_QUIET}
 
 
 def test_the_candidates_detector_is_the_analyzers_default_head() -> None:
