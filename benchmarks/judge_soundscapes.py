@@ -43,7 +43,9 @@ a veto), ``shipped@ON/OFF`` (the bundled head at stricter event thresholds); and
 are events within C s of an event or among K candidates; ``x-`` only near an event).
 ``cut F`` is the shipped head with each event cut to its steps where the CNN's own score reaches
 F (``[detector] span_cnn_floor``; ``cut 0`` is the shipped head as it is).
-``--detectors A,B`` judges only the detectors whose names start so. ``--frames-cache DIR``
+``--detectors A,B`` judges only the detectors whose names start so. ``--candidate-scores``
+measures the scenes with the sensor's ``[privacy] candidate_scores`` on (a candidate's second
+without a voice leaves as a "scores" frame). ``--frames-cache DIR``
 keeps each scene's measured frames, so a second run with the same seed and clips judges at
 once.
 """
@@ -334,20 +336,22 @@ def confuser_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int,
 
 
 def measured(scene: Scene, workdir: Path, cache: Path | None = None,
-             sensor_network: Path = DEFAULT_SENSOR_NETWORK_PATH) -> list[Frame]:
+             sensor_network: Path = DEFAULT_SENSOR_NETWORK_PATH,
+             gate: GateSettings | None = None) -> list[Frame]:
     """The scene's frames as ``barkwatch analyze`` measures its 48 kHz FLAC, the sensor running
-    ``sensor_network`` (read from ``cache`` when a run with the same scene and networks left
-    them there)."""
+    ``sensor_network`` and its speech gate with ``gate`` (None: the defaults), read from
+    ``cache`` when a run with the same scene, networks and gate left them there."""
+    gate = gate or GateSettings()
     kept = None
     if cache is not None:
         digest = hashlib.sha256(scene.samples.tobytes() + scene.labels.tobytes()
-                                + _sensor_models_digest(sensor_network)).hexdigest()
+                                + _sensor_models_digest(sensor_network, gate)).hexdigest()
         kept = cache / f"{scene.name}-{digest[:16]}.pickle"
         if kept.is_file():
             with kept.open("rb") as handle:
                 frames: list[Frame] = pickle.load(handle)
             return frames
-    frames = _measured(scene, workdir, sensor_network)
+    frames = _measured(scene, workdir, sensor_network, gate)
     if kept is not None:
         kept.parent.mkdir(parents=True, exist_ok=True)
         with kept.open("wb") as handle:
@@ -355,22 +359,24 @@ def measured(scene: Scene, workdir: Path, cache: Path | None = None,
     return frames
 
 
-def _sensor_models_digest(sensor_network: Path) -> bytes:
+def _sensor_models_digest(sensor_network: Path, gate: GateSettings) -> bytes:
     """What the sensor's networks and its speech gate are: frames measured with other models,
     or gated otherwise (the frames kept are those after the wire), are not reused."""
     digest = hashlib.sha256()
     gate_heads = [DEFAULT_HEAD_PATH, *(MODELS_DIR / name for name in TUNED_HEAD_FILES)]
     for path in (DEFAULT_MODEL_PATH, DEFAULT_YAMNET_PATH, sensor_network, *gate_heads):
         digest.update(path.read_bytes() if path.is_file() else b"-")
-    digest.update(repr(GateSettings()).encode())
+    digest.update(repr(gate).encode())
     return digest.digest()
 
 
-def _measured(scene: Scene, workdir: Path, sensor_network: Path) -> list[Frame]:
+def _measured(scene: Scene, workdir: Path, sensor_network: Path, gate: GateSettings
+              ) -> list[Frame]:
     path = workdir / "scene.flac"
     audio = soxr.resample(scene.samples.astype(np.float32), RATE, SCENE_RATE_HZ)
     soundfile.write(path, np.clip(audio, -1, 1), SCENE_RATE_HZ, subtype="PCM_24")
-    return frames_of_file(path, FULL_SCALE_DB, yamnet_model_path=str(sensor_network))[1]
+    return frames_of_file(path, FULL_SCALE_DB, yamnet_model_path=str(sensor_network),
+                          gate=gate)[1]
 
 
 def detectors() -> dict[str, tuple[DogHead, DetectorSettings, bool]]:
@@ -606,6 +612,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="judge the barks under voices scene too: the +0..+5 dB scene's "
                         "clips and beds at 0..+15 dB, a held-out voice over each bark 0..10 dB "
                         "under it (reported on its own)")
+    parser.add_argument("--candidate-scores", action="store_true",
+                        help="the sensor's speech gate with [privacy] candidate_scores: a "
+                        "candidate's second without a voice leaves as a \"scores\" frame")
     parser.add_argument("--detectors", metavar="A,B",
                         help="judge only the detectors whose names start with one of these")
     parser.add_argument("--write-head", metavar="NAME=PATH",
@@ -634,7 +643,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as workdir:
         for scene in scenes:
-            frames = measured(scene, Path(workdir), args.frames_cache, args.sensor_network)
+            frames = measured(scene, Path(workdir), args.frames_cache, args.sensor_network,
+                              GateSettings(candidate_scores=args.candidate_scores))
             log.info("%s: %.1f min measured (%.0f s)", scene.name, scene.labels.size * STEP_S
                      / 60, time.monotonic() - started)
             for name, (head, settings, cnn_only) in chosen.items():

@@ -45,6 +45,7 @@ from sensor.capture import AudioSampleError, FileSource
 from sensor.dog_cnn import cached_model
 from sensor.errors import WireError
 from sensor.frames import FrameBuilder
+from sensor.gate import GateSettings
 from sensor.scoring import SensorNetworks, cached_yamnet
 from sensor.wire import Frame, decode_frame, encode_frame
 
@@ -67,8 +68,8 @@ def _round_or_none(value: float, digits: int = 2) -> float | None:
 
 
 def measured_frames(source: FileSource, full_scale_db: float,
-                    cnn_model_path: str = "", yamnet_model_path: str = ""
-                    ) -> Iterator[Frame]:  # fmt: skip
+                    cnn_model_path: str = "", yamnet_model_path: str = "",
+                    gate: GateSettings | None = None) -> Iterator[Frame]:  # fmt: skip
     """Measure a sound file exactly as a sensor would, one frame at a time (memory stays flat
     with the file's length); frames start at capture time 0.
 
@@ -78,7 +79,8 @@ def measured_frames(source: FileSource, full_scale_db: float,
     that cannot be used raises :class:`AudioSampleError` (the frames before it have been
     yielded, as a sensor hands them over at a gap; the partial second it falls in is dropped,
     not padded). ``cnn_model_path`` runs another CNN in the sensor's place, ``yamnet_model_path``
-    another YAMNet or fine-tuned network (evaluation).
+    another YAMNet or fine-tuned network (evaluation), ``gate`` other speech gate settings than
+    a sensor's defaults (evaluation).
 
     Issue 24 wants an hour analysed in under 30 s, which one core cannot do: the file is
     decoded and measured on a thread of its own (:func:`_measure_into`, its networks on
@@ -90,7 +92,7 @@ def measured_frames(source: FileSource, full_scale_db: float,
     stop = threading.Event()
     measuring = threading.Thread(target=_measure_into, name="measure", daemon=True,
                                  args=(source, full_scale_db, cnn_model_path, yamnet_model_path,
-                                       ahead, stop))
+                                       ahead, stop, gate))
     # One BLAS thread: OpenBLAS's own threads spin while they wait, and beside the measuring
     # and network threads they took the cores those need (an hour: 39-41 s wall and 72-75 s
     # CPU with two BLAS threads, 28 s and 39 s with one, on an idle 2-core machine).
@@ -114,7 +116,8 @@ CHUNK_BLOCKS = 8
 
 def _measure_into(source: FileSource, full_scale_db: float, cnn_model_path: str,
                   yamnet_model_path: str, out: queue.Queue[Frame | BaseException | None],
-                  stop: threading.Event) -> None:  # fmt: skip
+                  stop: threading.Event, gate: GateSettings | None = None
+                  ) -> None:  # fmt: skip
     """The measuring thread of :func:`measured_frames`: frames into ``out``, then None (the
     end) or the exception that ended it; gives up when ``stop`` is set."""
 
@@ -134,7 +137,7 @@ def _measure_into(source: FileSource, full_scale_db: float, cnn_model_path: str,
                                   yamnet=cached_yamnet(yamnet_model_path),
                                   worker_thread=True)  # fmt: skip
         builder = FrameBuilder("offline", source.sample_rate, full_scale_db, start_ns=0,
-                               networks=networks)  # fmt: skip
+                               networks=networks, gate=gate)  # fmt: skip
         pending: list[np.ndarray] = []  # blocks read, pushed CHUNK_BLOCKS at a time
 
         def push_pending() -> bool:
@@ -180,13 +183,14 @@ def _through_wire(frame: Frame, source: FileSource) -> Frame:
 
 
 def frames_of_file(path: str | Path, full_scale_db: float,
-                   cnn_model_path: str = "", yamnet_model_path: str = ""
+                   cnn_model_path: str = "", yamnet_model_path: str = "",
+                   gate: GateSettings | None = None
                    ) -> tuple[FileSource, list[Frame]]:  # fmt: skip
     """Every frame of a file in a list (:func:`measured_frames`), for callers that index
     them; analysis streams instead."""
     source = FileSource(path, block_s=1.0)
     return source, list(measured_frames(source, full_scale_db, cnn_model_path,
-                                        yamnet_model_path))
+                                        yamnet_model_path, gate))
 
 
 class _FrameRows:

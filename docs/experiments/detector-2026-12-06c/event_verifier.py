@@ -54,6 +54,7 @@ from analyzer.config import DetectorSettings  # noqa: E402
 from analyzer.detect import DevicePipeline  # noqa: E402
 from analyzer.detect.head import ANALYZER_HEAD_PATH, DogHead  # noqa: E402
 from analyzer.detect.verifier import FEATURES, NO_VERIFIER, VerifierModel  # noqa: E402
+from sensor.gate import GateSettings  # noqa: E402
 from training.finetune import held_out_sources  # noqa: E402
 from training.verifier import verifier_model  # noqa: E402
 
@@ -104,7 +105,8 @@ def labels(j: Judged) -> np.ndarray:
 
 
 def load(spec: str, cache: Path, candidates: tuple[float, float], confuser_bouts: bool,
-         sustained: bool = False, voiced: bool = False) -> list[Judged]:
+         sustained: bool = False, voiced: bool = False,
+         gate: GateSettings | None = None) -> list[Judged]:
     """``REPORT:NETWORK:SEEDS`` -> every scene of those seeds, judged."""
     report, network, seeds = spec.split(":")
     held = held_out_sources(Path(report))
@@ -115,7 +117,7 @@ def load(spec: str, cache: Path, candidates: tuple[float, float], confuser_bouts
                                     confuser_bouts=confuser_bouts, sustained=sustained,
                                     voiced=voiced)
             for scene in scenes:
-                frames = J.measured(scene, Path(workdir), cache, Path(network))
+                frames = J.measured(scene, Path(workdir), cache, Path(network), gate)
                 scene.samples = np.zeros(0)  # judged by its labels alone: memory
                 out.append(judged(scene, frames, candidates))
                 log.info("%s seed %d %s: %d candidates", Path(report).stem, seed, scene.name,
@@ -215,6 +217,9 @@ def main() -> int:
                         "measured here)")
     parser.add_argument("--voiced-test-only", action="store_true",
                         help="judge on the barks under voices scene, train without it")
+    parser.add_argument("--candidate-scores", action="store_true",
+                        help="scenes measured with the gate's [privacy] candidate_scores "
+                        "(judge_soundscapes.py --candidate-scores must have measured them)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--export", type=Path, metavar="NPZ",
                         help="train the trees on --train and --test together and write them")
@@ -226,10 +231,12 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     on, off = (float(x) for x in args.candidates.split("/"))
+    gate = GateSettings(candidate_scores=args.candidate_scores)
     train = load(args.train, args.frames_cache, (on, off), args.confuser_bouts, args.sustained,
-                 args.voiced)
+                 args.voiced, gate)
     test = load(args.test, args.frames_cache, (on, off), args.confuser_bouts,
-                args.sustained or args.sustained_test_only, args.voiced or args.voiced_test_only)
+                args.sustained or args.sustained_test_only, args.voiced or args.voiced_test_only,
+                gate)
     x_train = np.concatenate([j.features for j in train])
     y_train = np.concatenate([labels(j) for j in train])
     keep = y_train >= 0
