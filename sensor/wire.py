@@ -4,15 +4,15 @@ v4 (issue 34) is what the speech gate (:mod:`sensor.gate`) lets leave the sensor
 second with dog activity (``g`` = ``"dog"``) carries what the analyzer needs for the event and
 its level 100 ft away — the levels, the per-second third-octave bands, the 0.5 s envelopes, the
 CNN's 20 ms dog score and the dog head's score per YAMNet patch (``pd``, computed on the sensor
-by :mod:`sensor.dog_head`); a second a detector may find a bark in while someone speaks near it,
-or one only a weak candidate's score reaches (``g`` = ``"scores"``), carries the dog scores and
-the A-weighted levels, no spectrum; every other second (``g`` = ``"levels"``: speech, or neither)
-carries the A-weighted levels a sound level meter shows, and nothing else. YAMNet's embeddings
-and class scores never leave the sensor (v3 carried them in dog seconds, and spectra in every
-second without speech: words were still told apart from them, docs/PRIVACY.md). The audibility
-estimate's background comes as statistics every 10 s (``bg``: per band, the L90 over the
-bark-free seconds of the last ten minutes, :mod:`sensor.gate`), in whichever frame is next. A
-field a frame's gate withholds is refused if present; decoding fills it as nothing found
+by :mod:`sensor.dog_head`); a second only a candidate's score reaches, where no one speaks
+(``g`` = ``"scores"``, with the sensor's ``[privacy] candidate_scores``), carries the dog scores
+and the A-weighted levels, no spectrum; every other second (``g`` = ``"levels"``: speech, or
+neither) carries the A-weighted levels a sound level meter shows, and nothing else. YAMNet's
+embeddings and class scores never leave the sensor (v3 carried them in dog seconds, and spectra
+in every second without speech: words were still told apart from them, docs/PRIVACY.md). The
+audibility estimate's background comes as statistics every 10 s (``bg``: per band, the L90 over
+the bark-free seconds of the last ten minutes, :mod:`sensor.gate`), in whichever frame is next.
+A field a frame's gate withholds is refused if present; decoding fills it as nothing found
 (no bands, no patches, dog score 0, LCeq and LZeq not measured: NaN; a ``"scores"`` frame's
 envelopes hold its LAeq and LAFmax). An analyzer that knows only ``dog`` and ``levels`` refuses
 ``scores`` frames and counts them: upgrade analyzers before sensors. v1, v2 and v3 are refused

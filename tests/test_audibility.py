@@ -238,7 +238,7 @@ def test_an_event_spectrum_is_shared_out_at_the_envelopes_half_second_resolution
 
 
 def test_an_event_spectrum_comes_from_its_seconds_that_carry_one() -> None:
-    """A second sent where someone spoke (a "scores" frame, sensor.gate) carries no spectrum: a
+    """A second sent with its dog scores only (a "scores" frame, sensor.gate) has no spectrum: a
     steady 80 dB tone over seconds 20 and 21 with second 21 sent so reads as second 20's steps
     alone, and an event within second 21 has no audibility (not a diluted one)."""
     frames = _frames(background_rms=0.0001, tone_rms=0.1, tone_span_s=(20.0, 22.0))

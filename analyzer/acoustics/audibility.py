@@ -11,9 +11,9 @@ For each dog-vocalization event of a device (REFERENCE.md sections 4-5, DESIGN.m
    level rather than diluted by the rest of the second (a shorter one, by the rest of its
    block: low, in the owner's favour); background in the envelope only lowers the ratio (the owner's
    favour). It assumes the spectrum's shape does not change within the second. A second
-   sent where someone spoke (a ``"scores"`` frame, :mod:`sensor.gate`) has no spectrum: the
-   spectrum comes from the event's other seconds, and an event with none has no audibility
-   (unknown, which never counts as plainly audible).
+   sent with its dog scores only (a ``"scores"`` frame, :mod:`sensor.gate`) has no spectrum:
+   the spectrum comes from the event's other seconds, and an event with none has no
+   audibility (unknown, which never counts as plainly audible).
 2. **Background**: per band and A-weighted, the L90 (``background_percentile``) of the 1 s
    levels of the bark-free seconds in a rolling window (default 10 minutes). With too few
    bark-free seconds the window's quietest seconds of any kind are used and the output says
@@ -327,7 +327,7 @@ class AudibilityAssessor:
     def _event_bands(self, event: DogEvent) -> np.ndarray | None:
         """Band levels over the event's steps that have a spectrum (see the module's point 1),
         or None when none of its frames is remembered or none has a spectrum (a "scores"
-        frame, sent where someone spoke, carries none: ``sensor.gate``)."""
+        frame carries none: ``sensor.gate``)."""
         power = np.zeros(BAND_INDICES.size)
         steps = 0
         for start_ns, hop_ns, bands, laeq_steps in self._recent:
