@@ -113,8 +113,8 @@ SCHEMA_VERSION = 4
 # leave as "levels", so the stream does not say when someone spoke.
 GATE_DOG, GATE_LEVELS = "dog", "levels"
 GATE_QUIET, GATE_SPEECH = "quiet", "speech"
-# A second a detector may find a bark in where someone speaks too, or a weak candidate's
-# second: the dog scores and the A-weighted levels, no spectrum (sensor.gate).
+# A candidate's second where no one speaks (sensor.gate, [privacy] candidate_scores): the dog
+# scores and the A-weighted levels, no spectrum.
 GATE_SCORES = "scores"
 GATES = (GATE_DOG, GATE_SCORES, GATE_LEVELS)
 SENSOR_GATES = (GATE_DOG, GATE_SCORES, GATE_QUIET, GATE_SPEECH, GATE_LEVELS)
@@ -188,7 +188,8 @@ class Frame:
     at ``patch_start_ns`` and every ``PATCH_HOP_NS`` after it; ``embeddings`` (k x 1024) and
     ``class_scores`` (k x 521), YAMNet's outputs behind them, stay on the sensor (a decoded
     frame has none: 0 rows) and serve training and evaluation in memory. A decoded ``"levels"``
-    frame has no bands, no patches, dog score 0 and NaN for LCeq and LZeq (not sent).
+    frame has no bands, no patches, dog score 0 and NaN for LCeq and LZeq (not sent); a decoded
+    ``"scores"`` frame the same but with its dog scores and patches.
     """
 
     device_id: str
@@ -643,16 +644,10 @@ def _validated(payload: object) -> Frame:
     if not 0.001 <= hop_s <= 1.0:
         raise WireError(f"field 'hop': {hop_s} s is out of range", WireReason.OUT_OF_RANGE)
     background = _background(payload)
-    if gate == GATE_LEVELS:
-        return _levels_only(payload, device_id, calibration_date, dc_offset, hop_s,
-                            clock_step_ns, background)
+    if gate != GATE_DOG:
+        return _without_spectrum(payload, gate, device_id, calibration_date, dc_offset, hop_s,
+                                 clock_step_ns, background)
     dog_steps, head_scores, patch_dog_scores, patch_start_ns = _dog_scores(payload)
-    if gate == GATE_SCORES:
-        return replace(
-            _levels_only(payload, device_id, calibration_date, dc_offset, hop_s, clock_step_ns,
-                         background, dog_steps.size),
-            dog_steps=dog_steps, patch_start_ns=patch_start_ns, patch_head_scores=head_scores,
-            patch_dog_scores=patch_dog_scores, gate=GATE_SCORES)
     bands, envelope_hop_s, laeq_blocks, laf_blocks = _spectrum(payload, dog_steps.size, hop_s)
     model_versions = _model_versions(payload)
     bearing_deg, bearing_uncertainty_deg, bearing_estimated = _bearing(payload)
@@ -810,21 +805,25 @@ def _background(payload: dict[str, Any]) -> BandBackground | None:
     return BandBackground(payload["bg_t"], payload["bg_n"], payload["bg_b0"], bands)
 
 
-def _levels_only(payload: dict[str, Any], device_id: str, calibration_date: str,
-                 dc_offset: float, hop_s: float, clock_step_ns: int,
-                 background: BandBackground | None, n_steps: int | None = None) -> Frame:
-    """The Frame of a "levels" frame: what was withheld stands in as nothing found — no
-    patches, a dog score of 0 every step, no bands, LCeq and LZeq NaN (not measured), and the
-    second's LAeq and LAFmax held over its envelope blocks — so the analyzer runs on it
-    unchanged. ``n_steps``: the steps of a "scores" frame's ``dog_s`` (else from ``n``)."""
-    if n_steps is None:
+def _without_spectrum(payload: dict[str, Any], gate: str, device_id: str, calibration_date: str,
+                      dc_offset: float, hop_s: float, clock_step_ns: int,
+                      background: BandBackground | None) -> Frame:
+    """The Frame of a "levels" or "scores" frame: what was withheld stands in as nothing found —
+    no bands, LCeq and LZeq NaN (not measured), the second's LAeq and LAFmax held over its
+    envelope blocks, and in a "levels" frame no patches and a dog score of 0 every step — so the
+    analyzer runs on it unchanged."""
+    if gate == GATE_SCORES:
+        dog_steps, head_scores, patch_dog_scores, patch_start_ns = _dog_scores(payload)
+    else:
         n_steps = round(payload["n"] / payload["sr"] / hop_s)
-    if not 0 < n_steps <= MAX_STEPS:
-        raise WireError(f"fields 'n'/'hop': {n_steps} steps is out of range",
-                        WireReason.OUT_OF_RANGE)
+        if not 0 < n_steps <= MAX_STEPS:
+            raise WireError(f"fields 'n'/'hop': {n_steps} steps is out of range",
+                            WireReason.OUT_OF_RANGE)
+        dog_steps, head_scores = np.zeros(n_steps, np.float32), np.zeros(0, np.float32)
+        patch_dog_scores, patch_start_ns = None, payload["t"]
     laeq, lafmax = _level(payload, "la"), _level(payload, "lafmax")
     steps_per_block = round(ENVELOPE_HOP_S / hop_s)
-    n_blocks = blocks_needed(n_steps, steps_per_block)
+    n_blocks = blocks_needed(dog_steps.size, steps_per_block)
     model_versions = _model_versions(payload)
     return Frame(
         device_id=device_id, seq=payload["seq"], capture_ns=payload["t"],
@@ -840,11 +839,11 @@ def _levels_only(payload: dict[str, Any], device_id: str, calibration_date: str,
         envelope_hop_s=steps_per_block * hop_s,
         laeq_blocks_db=np.full(n_blocks, laeq, np.float32),
         laf_blocks_db=np.full(n_blocks, lafmax, np.float32),
-        dog_steps=np.zeros(n_steps, np.float32), patch_start_ns=payload["t"],
+        dog_steps=dog_steps, patch_start_ns=patch_start_ns,
         embeddings=np.zeros((0, EMBEDDING_SIZE), np.float32),
         class_scores=np.zeros((0, N_CLASSES), np.float32),
-        patch_head_scores=np.zeros(0, np.float32), model_versions=model_versions,
-        clock_step_ns=clock_step_ns, patch_dog_scores=None, gate=GATE_LEVELS,
+        patch_head_scores=head_scores, model_versions=model_versions,
+        clock_step_ns=clock_step_ns, patch_dog_scores=patch_dog_scores, gate=gate,
         background=background,
     )
 

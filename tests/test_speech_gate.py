@@ -18,7 +18,7 @@ import soundfile as sf
 from analyzer.config import DetectorSettings
 from analyzer.detect import DevicePipeline
 from sensor.frames import frames_from_samples
-from sensor.gate import BackgroundStatistics
+from sensor.gate import BackgroundStatistics, GateSettings
 from sensor.wire import (
     GATE_DOG,
     GATE_LEVELS,
@@ -192,13 +192,13 @@ def test_the_verifiers_candidates_are_the_same_in_gated_frames() -> None:
     assert candidates(scores) == gated
 
 
-def regated(frames: list[Frame], settings: object) -> list[Frame]:
+def regated(frames: list[Frame], settings: GateSettings) -> list[Frame]:
     """``frames`` decided again by a gate with ``settings`` (YAMNet's outputs are in them)."""
     from sensor.gate import SpeechGate
     from sensor.yamnet_network import dog_class_indices, load_class_names
 
     names = tuple(load_class_names())
-    gate = SpeechGate(names, dog_class_indices(names), settings)  # type: ignore[arg-type]
+    gate = SpeechGate(names, dog_class_indices(names), settings)
     return gate.push(frames) + gate.flush()
 
 
@@ -209,8 +209,6 @@ def test_a_candidate_leaves_as_dog_scores_where_no_one_speaks_and_as_levels_unde
     "scores" frames, the voice's seconds and their neighbours as levels (which voice seconds
     reach a candidate's score told voices apart: docs/PRIVACY.md); by default (no
     ``candidate_scores``) the street leaves as levels."""
-    from sensor.gate import GateSettings
-
     everything = GateSettings(candidate_scores=True, candidate_threshold=0.01,
                               fused_threshold=0.99, event_margin=0.0, yamnet_dog_threshold=0.99)
     street = clip("sonyc_street_ambience_01_027029.flac")[: 6 * RATE]

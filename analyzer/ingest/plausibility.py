@@ -53,7 +53,7 @@ SCALAR_LEVELS = (
     ("lafmin", "lafmin_db"), ("lasmax", "lasmax_db"), ("l10", "laf10_db"),
     ("l50", "laf50_db"), ("l90", "laf90_db"),
 )
-NOT_SENT_IN_LEVELS_FRAMES = frozenset({"lc", "lz"})
+SENT_IN_DOG_FRAMES_ONLY = frozenset({"lc", "lz"})
 ARRAY_LEVELS = (
     ("bands", "bands_db"), ("laeq_s", "laeq_blocks_db"), ("laf_s", "laf_blocks_db"),
 )
@@ -87,7 +87,7 @@ def level_problem(frame: Frame) -> str | None:
     )
     for key, name in SCALAR_LEVELS:
         value = float(getattr(frame, name))
-        if key in NOT_SENT_IN_LEVELS_FRAMES and frame.gate != GATE_DOG:
+        if key in SENT_IN_DOG_FRAMES_ONLY and frame.gate != GATE_DOG:
             continue  # NaN: a "levels" or "scores" frame (wire v4) does not carry it
         if not low <= value <= high:  # NaN fails too
             return f"field {key!r}: level {value:g} dB {reason}"
