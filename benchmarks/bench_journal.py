@@ -1,7 +1,7 @@
 """The analyzer journal's cost per frame against the frame's own analysis (issue 37, item 2).
 
     .venv/bin/python benchmarks/bench_journal.py [--minutes 12] [--steady-from-s 600]
-        [--checkpoint-frames 60] [--wire]
+        [--checkpoint-frames 60] [--wire] [--devices 1]
 
 One device with an installation record (so the audibility assessor keeps its recent spectra
 and its 10-minute background) takes the bundled demo recording, repeated to ``--minutes``, one
@@ -21,6 +21,13 @@ changes least) and by the wall clock, the bytes the journal wrote per frame and,
 to feed the frames since the last checkpoint again (the device's first use after it). The same
 command runs on the tree before issue 37 (format 2: the state pickled into SQLite), for the
 comparison. The machine is shared: read the load average printed beside it.
+
+``--devices N`` (N > 1): N such devices take the recording side by side, and after each second
+one save holds all N, as ``Keeper.save`` writes one record for the devices of a stored batch
+(a fleet's batch holds many devices, each about once): the record's framing, CRC and
+``write()`` are shared by N frames. The figures are then per frame (each round's times
+divided by N: the medians are of those per-round means); the restart and replay figures are
+left out (they are the one-device run's).
 """
 
 from __future__ import annotations
@@ -72,7 +79,14 @@ def main() -> None:
                         "analyzer's)")
     parser.add_argument("--wire", action="store_true",
                         help="feed the frames decoded from their payloads (as the analyzer)")
+    parser.add_argument("--devices", type=int, default=1, metavar="N",
+                        help="N devices side by side, one save of all N a second (as a "
+                        "fleet's stored batch); figures per frame (default %(default)s)")
     args = parser.parse_args()
+    if args.devices < 1:
+        parser.error(f"--devices must be 1 or more, not {args.devices}")
+    if args.devices > 1 and not FRAMES_JOURNALLED:
+        parser.error("--devices N needs journal format 5 (the frames journalled)")
     audio, rate = soundfile.read(ROOT / "demo" / "example.flac", dtype="float64")
     repeats = int(np.ceil(args.minutes * 60 * rate / audio.shape[0]))
     audio = np.tile(audio, repeats)[: round(args.minutes * 60 * rate)]
@@ -80,6 +94,8 @@ def main() -> None:
     payloads = [encode_frame(f) for f in frames]
     if args.wire:
         frames = [decode_frame(p) for p in payloads]
+    if args.devices > 1:
+        return fleet(args, frames, payloads)
     analysis = sited_analysis()
     reorder = ReorderBuffer(120, 30.0)
     feed_s: list[float] = []
@@ -109,11 +125,45 @@ def main() -> None:
                reorder, analysis)
 
 
-def sited_analysis() -> DeviceAnalysis:
+def fleet(args: argparse.Namespace, frames: list[Frame], payloads: list[bytes]) -> None:
+    """``--devices N``: N devices fed the same frames side by side, one save of all N after
+    each second (the keeper's record of a stored batch); times per frame."""
+    names = [f"{DEVICE}-{k}" for k in range(args.devices)]
+    devices = {name: (sited_analysis(name), ReorderBuffer(120, 30.0)) for name in names}
+    feed_s: list[float] = []
+    save_s: list[float] = []
+    feed_cpu: list[float] = []
+    save_cpu: list[float] = []
+    written: list[int] = []
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "journal"
+        journal = DeviceJournal(path, args.checkpoint_frames)
+        for frame, payload in zip(frames, payloads, strict=True):
+            started, started_cpu = time.perf_counter(), time.thread_time()
+            for analysis, reorder in devices.values():
+                reorder.push(frame)
+                analysis.feed(frame)
+            feed_s.append((time.perf_counter() - started) / args.devices)
+            feed_cpu.append((time.thread_time() - started_cpu) / args.devices)
+            before = written_bytes()
+            started, started_cpu = time.perf_counter(), time.thread_time()
+            journal.save({name: live_device(reorder, 0, frame.end_ns, analysis, fed=[payload])
+                          for name, (analysis, reorder) in devices.items()},
+                         [(name, frame.seq, frame.capture_ns) for name in names])
+            save_s.append((time.perf_counter() - started) / args.devices)
+            save_cpu.append((time.thread_time() - started_cpu) / args.devices)
+            written.append((written_bytes() - before) // args.devices)
+        journal.close()
+        size = path.stat().st_size
+    print(f"{args.devices} devices, one save of all of them a second; per frame:")
+    figures(args, frames, (feed_s, feed_cpu), (save_s, save_cpu), written, size)
+
+
+def sited_analysis(device: str = DEVICE) -> DeviceAnalysis:
     """The benchmark's device: an installation record, so the assessor keeps its stores."""
-    site = InstallationRecord(device_id=DEVICE, source_to_sensor_m=8.0,
+    site = InstallationRecord(device_id=device, source_to_sensor_m=8.0,
                               source_to_boundary_m=12.0)
-    return DeviceAnalysis(DEVICE, AnalyzerConfig(), site, EvidenceChain())
+    return DeviceAnalysis(device, AnalyzerConfig(), site, EvidenceChain())
 
 
 def report(args: argparse.Namespace, frames: list[Frame],
@@ -121,24 +171,7 @@ def report(args: argparse.Namespace, frames: list[Frame],
            written: list[int], size: int, path: Path, reorder: ReorderBuffer,
            analysis: DeviceAnalysis) -> None:
     """Print the figures (see the module docstring); then time a replay and a rewrite."""
-    steady = slice(int(args.steady_from_s), None)
-    print(f"{len(frames)} frames, {len(frames[steady])} from {args.steady_from_s:.0f} s on; "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    feed = {clock: np.array(t[steady]) * 1e3 for clock, t in zip(("wall", "CPU"), feed_s,
-                                                                   strict=True)}
-    saved = {clock: np.array(t[steady]) * 1e3 for clock, t in zip(("wall", "CPU"), save_s,
-                                                                   strict=True)}
-    for clock in ("CPU", "wall"):
-        f, s = feed[clock], saved[clock]
-        print(f"{clock:4s} ms per frame, mean / median / p95: analysis (DeviceAnalysis.feed) "
-              f"{f.mean():.3f} / {np.median(f):.3f} / {np.percentile(f, 95):.3f}; journal "
-              f"save {s.mean():.3f} / {np.median(s):.3f} / {np.percentile(s, 95):.3f} "
-              f"({100 * s.mean() / f.mean():.0f} % of the analysis by the means, "
-              f"{100 * np.median(s) / np.median(f):.0f} % by the medians)")
-    grown = np.array(written[steady])
-    print(f"journal bytes written per frame (write() calls): mean {grown.mean() / 1024:.2f} "
-          f"KiB, p95 {np.percentile(grown, 95) / 1024:.2f} KiB; the file at the end "
-          f"{size / 1024:.0f} KiB for {len(frames)} saves")
+    figures(args, frames, feed_s, save_s, written, size)
     if live_device is None:
         return
     started = time.perf_counter()
@@ -165,6 +198,30 @@ def report(args: argparse.Namespace, frames: list[Frame],
     started = time.perf_counter()
     DeviceJournal(path).load()
     print(f"replaying the rewritten file {(time.perf_counter() - started) * 1e3:.1f} ms")
+
+
+def figures(args: argparse.Namespace, frames: list[Frame],
+            feed_s: tuple[list[float], list[float]], save_s: tuple[list[float], list[float]],
+            written: list[int], size: int) -> None:
+    """Print the analysis's and the save's time per frame and the bytes written."""
+    steady = slice(int(args.steady_from_s), None)
+    print(f"{len(frames)} frames, {len(frames[steady])} from {args.steady_from_s:.0f} s on; "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    feed = {clock: np.array(t[steady]) * 1e3 for clock, t in zip(("wall", "CPU"), feed_s,
+                                                                   strict=True)}
+    saved = {clock: np.array(t[steady]) * 1e3 for clock, t in zip(("wall", "CPU"), save_s,
+                                                                   strict=True)}
+    for clock in ("CPU", "wall"):
+        f, s = feed[clock], saved[clock]
+        print(f"{clock:4s} ms per frame, mean / median / p95: analysis (DeviceAnalysis.feed) "
+              f"{f.mean():.3f} / {np.median(f):.3f} / {np.percentile(f, 95):.3f}; journal "
+              f"save {s.mean():.3f} / {np.median(s):.3f} / {np.percentile(s, 95):.3f} "
+              f"({100 * s.mean() / f.mean():.0f} % of the analysis by the means, "
+              f"{100 * np.median(s) / np.median(f):.0f} % by the medians)")
+    grown = np.array(written[steady])
+    print(f"journal bytes written per frame (write() calls): mean {grown.mean() / 1024:.2f} "
+          f"KiB, p95 {np.percentile(grown, 95) / 1024:.2f} KiB; the file at the end "
+          f"{size / 1024:.0f} KiB for {len(frames)} saves")
 
 
 def save(journal: DeviceJournal, reorder: ReorderBuffer, frame: Frame,

@@ -337,21 +337,24 @@ def confuser_scene(others: list[np.ndarray], beds: list[np.ndarray], seed: int,
 
 def measured(scene: Scene, workdir: Path, cache: Path | None = None,
              sensor_network: Path = DEFAULT_SENSOR_NETWORK_PATH,
-             gate: GateSettings | None = None) -> list[Frame]:
+             gate: GateSettings | None = None, sensor_cnn: Path = DEFAULT_MODEL_PATH
+             ) -> list[Frame]:  # fmt: skip
     """The scene's frames as ``barkwatch analyze`` measures its 48 kHz FLAC, the sensor running
-    ``sensor_network`` and its speech gate with ``gate`` (None: the defaults), read from
-    ``cache`` when a run with the same scene, networks and gate left them there."""
+    ``sensor_network``, the CNN ``sensor_cnn`` and its speech gate with ``gate`` (None: the
+    defaults), read from ``cache`` when a run with the same scene, networks and gate left
+    them there."""
     gate = gate or GateSettings()
     kept = None
     if cache is not None:
         digest = hashlib.sha256(scene.samples.tobytes() + scene.labels.tobytes()
-                                + _sensor_models_digest(sensor_network, gate)).hexdigest()
+                                + _sensor_models_digest(sensor_network, gate, sensor_cnn)
+                                ).hexdigest()
         kept = cache / f"{scene.name}-{digest[:16]}.pickle"
         if kept.is_file():
             with kept.open("rb") as handle:
                 frames: list[Frame] = pickle.load(handle)
             return frames
-    frames = _measured(scene, workdir, sensor_network, gate)
+    frames = _measured(scene, workdir, sensor_network, gate, sensor_cnn)
     if kept is not None:
         kept.parent.mkdir(parents=True, exist_ok=True)
         with kept.open("wb") as handle:
@@ -359,24 +362,25 @@ def measured(scene: Scene, workdir: Path, cache: Path | None = None,
     return frames
 
 
-def _sensor_models_digest(sensor_network: Path, gate: GateSettings) -> bytes:
+def _sensor_models_digest(sensor_network: Path, gate: GateSettings,
+                          sensor_cnn: Path = DEFAULT_MODEL_PATH) -> bytes:
     """What the sensor's networks and its speech gate are: frames measured with other models,
     or gated otherwise (the frames kept are those after the wire), are not reused."""
     digest = hashlib.sha256()
     gate_heads = [DEFAULT_HEAD_PATH, *(MODELS_DIR / name for name in TUNED_HEAD_FILES)]
-    for path in (DEFAULT_MODEL_PATH, DEFAULT_YAMNET_PATH, sensor_network, *gate_heads):
+    for path in (sensor_cnn, DEFAULT_YAMNET_PATH, sensor_network, *gate_heads):
         digest.update(path.read_bytes() if path.is_file() else b"-")
     digest.update(repr(gate).encode())
     return digest.digest()
 
 
-def _measured(scene: Scene, workdir: Path, sensor_network: Path, gate: GateSettings
-              ) -> list[Frame]:
+def _measured(scene: Scene, workdir: Path, sensor_network: Path, gate: GateSettings,
+              sensor_cnn: Path) -> list[Frame]:
     path = workdir / "scene.flac"
     audio = soxr.resample(scene.samples.astype(np.float32), RATE, SCENE_RATE_HZ)
     soundfile.write(path, np.clip(audio, -1, 1), SCENE_RATE_HZ, subtype="PCM_24")
-    return frames_of_file(path, FULL_SCALE_DB, yamnet_model_path=str(sensor_network),
-                          gate=gate)[1]
+    return frames_of_file(path, FULL_SCALE_DB, cnn_model_path=str(sensor_cnn),
+                          yamnet_model_path=str(sensor_network), gate=gate)[1]
 
 
 def detectors() -> dict[str, tuple[DogHead, DetectorSettings, bool]]:
@@ -597,6 +601,10 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="ONNX", help="the sensor's fine-tuned network (default the "
                         "bundled models/dog_yamnet.onnx; another: barkwatch-train finetune "
                         "--export)")
+    parser.add_argument("--sensor-cnn", type=Path, default=DEFAULT_MODEL_PATH, metavar="NPZ",
+                        help="the sensor's CNN (default the bundled models/dog_classifier.npz, "
+                        "trained on train/, UrbanSound8K included; one that never heard the "
+                        "held-out fold: barkwatch-train trainset --held-out REPORT, then fit)")
     parser.add_argument("--beds-per", choices=BEDS_PER, default="bout",
                         help="another held-out bed for each bout (and each minute of the "
                         "confuser scene; default), or one bed looped for a whole scene (the "
@@ -626,6 +634,8 @@ def main(argv: list[str] | None = None) -> int:
         return write_head(parser, args.write_head)
     if not args.sensor_network.is_file():
         parser.error(f"--sensor-network {args.sensor_network}: no such file")
+    if not args.sensor_cnn.is_file():
+        parser.error(f"--sensor-cnn {args.sensor_cnn}: no such file")
     try:
         held = held_out_sources(args.held_out)
     except ValueError as error:
@@ -644,14 +654,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as workdir:
         for scene in scenes:
             frames = measured(scene, Path(workdir), args.frames_cache, args.sensor_network,
-                              GateSettings(candidate_scores=args.candidate_scores))
+                              GateSettings(candidate_scores=args.candidate_scores),
+                              args.sensor_cnn)
             log.info("%s: %.1f min measured (%.0f s)", scene.name, scene.labels.size * STEP_S
                      / 60, time.monotonic() - started)
             for name, (head, settings, cnn_only) in chosen.items():
                 rows[name].setdefault(kind_of(scene), []).append(
                     judge_scene(scene, events_of(frames, head, settings, cnn_only)))
     report: dict[str, Any] = {
-        "sensor_network": str(args.sensor_network), "held_out_sources": len(held),
+        "sensor_network": str(args.sensor_network), "sensor_cnn": str(args.sensor_cnn),
+        "held_out_sources": len(held),
         "dog_clips": len(dogs), "other_clips": len(others), "beds_per": args.beds_per,
         "scenes": {s.name: round(s.labels.size * STEP_S / 60, 1) for s in scenes},
         "seconds": round(time.monotonic() - started),

@@ -526,3 +526,32 @@ def test_finetune_refuses_an_exclusion_it_cannot_use_before_training(
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "net.onnx").exists()
+
+
+def test_a_training_set_held_out_by_a_report_leaves_out_its_sources_and_the_judges_beds(
+    tmp_path: Path,
+) -> None:
+    """``trainset --held-out``: a CNN judged on a fold's soundscapes never hears that fold's
+    sources, nor the held-out beds the judge lays under them (from any source)."""
+    from training.head_data import is_held_out_background, read_corpora
+
+    folder = tmp_path / "dogs"
+    folder.mkdir()
+    beds = [f"bed{k}" for k in range(12)]
+    rows = [("a1", "dog", "alpha", "bark"), ("a2", "not_dog", "alpha", "cat"),
+            ("b1", "dog", "beta", "bark")] + [(bed, "not_dog", "beta", "traffic")
+                                              for bed in beds]  # fmt: skip
+    with open(folder / "manifest.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["clip_id", "binary", "group", "file", "label", "source", "duration_s"])
+        writer.writerows([c, b, c, f"{c}.flac", label, source, "10"]
+                         for c, b, source, label in rows)  # fmt: skip
+    report = tmp_path / "report.json"
+    report.write_text('{"held_out_sources": ["dogs/alpha"]}')
+    held_beds = {c.clip.clip_id for c in read_corpora([folder]) if is_held_out_background(c)}
+    assert 0 < len(held_beds) < len(beds)  # both kinds of bed are present
+    left_out = cli.held_out_clip_ids(report, [folder])
+    assert left_out == {"a1", "a2"} | held_beds
+    report.write_text('{"held_out": []}')
+    with pytest.raises(ValueError, match="report.json: no held_out_sources"):
+        cli.held_out_clip_ids(report, [folder])

@@ -115,8 +115,25 @@ def add_trainset_parser(commands: Any) -> argparse.ArgumentParser:
     parser.add_argument("--extra-copies", type=int, metavar="N",
                         help="augmented copies per clip of the extra corpora (default: as the "
                         "main corpus's dog or other copies)")  # fmt: skip
+    parser.add_argument("--held-out", type=Path, metavar="REPORT",
+                        help="leave out every clip of the sources a fine-tuning report "
+                        "(barkwatch-train finetune --export --held-out-fold K) kept out, and the "
+                        "soundscapes' held-out beds: a CNN judged on that fold's soundscapes "
+                        "(benchmarks/judge_soundscapes.py --sensor-cnn) never heard them")
     _add_quiet(parser)
     return parser
+
+
+def held_out_clip_ids(report: Path, corpora: list[Path]) -> frozenset[str]:
+    """The ids of the clips a judge of ``report``'s held-out fold may use: its sources' clips
+    and every held-out background bed (:func:`training.head_data.is_held_out_background`);
+    ValueError naming the report when it holds no sources."""
+    from training.finetune import held_out_sources
+    from training.head_data import is_held_out_background, read_corpora
+
+    held = held_out_sources(report)
+    return frozenset(c.clip.clip_id for c in read_corpora(corpora)
+                     if c.source_key in held or is_held_out_background(c))  # fmt: skip
 
 
 def _add_quiet(parser: argparse.ArgumentParser) -> None:
@@ -129,6 +146,13 @@ def run_trainset(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
         parser.error(f"--tonal-negatives must be 0 or more, not {args.tonal_negatives}")
     _start_logging()
     _require_manifests(parser, [args.corpus, *args.extra_corpus])
+    left_out: frozenset[str] = frozenset()
+    if args.held_out is not None:
+        try:
+            left_out = held_out_clip_ids(args.held_out, [args.corpus, *args.extra_corpus])
+        except ValueError as error:
+            parser.error(f"--held-out {error}")
+        log.info("--held-out %s: %d clips left out", args.held_out, len(left_out))
     with progress_bar("training set", "streams", args.quiet) as progress:
         trainset.build(args.corpus, args.out, seed=args.seed, jobs=args.jobs,
                        val_fraction=args.val_fraction, dog_copies=args.dog_copies,
@@ -136,7 +160,9 @@ def run_trainset(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
                        rare_copy_factor=args.rare_copy_factor,
                        no_lead_in_fraction=args.no_lead_in_fraction,
                        extra_corpora=args.extra_corpus, extra_copies=args.extra_copies,
-                       tonal_negatives=args.tonal_negatives, progress=progress)  # fmt: skip
+                       tonal_negatives=args.tonal_negatives, progress=progress,
+                       left_out=left_out, left_out_note=f"held out by {args.held_out}"
+                       if left_out else "")  # fmt: skip
     return 0
 
 

@@ -252,10 +252,13 @@ def build(
     rare_copy_factor: int = RARE_COPY_FACTOR, no_lead_in_fraction: float = NO_LEAD_IN_FRACTION,
     extra_corpora: list[Path] | tuple[Path, ...] = (), extra_copies: int | None = None,
     tonal_negatives: int = 0, progress: Callable[[float, float], None] | None = None,
+    left_out: frozenset[str] = frozenset(), left_out_note: str = "",
 ) -> None:  # fmt: skip
     """Write the training set for ``corpus`` (and ``extra_corpora``) to ``out``; ``progress``
-    is told (streams made, streams) as each stream is made."""
-    clips = read_manifests(corpus, extra_corpora)
+    is told (streams made, streams) as each stream is made. The clips whose ids are in
+    ``left_out`` are left out before anything is drawn (``left_out_note`` says why, in the
+    set's configuration)."""
+    clips = [c for c in read_manifests(corpus, extra_corpora) if c.clip_id not in left_out]
     pools = _pools(clips, seed, val_fraction)
     tasks = plan_tasks(clips, seed, val_fraction, dog_copies, other_copies, extra_negatives,
                        val_copies, rare_copy_factor, no_lead_in_fraction, extra_copies,
@@ -289,6 +292,7 @@ def build(
             **({"extra_corpora": [str(f) for f in extra_corpora], "extra_copies": extra_copies}
                if extra_corpora else {}),
             **({"tonal_negatives": tonal_negatives} if tonal_negatives else {}),
+            **({"left_out_clips": len(left_out), "left_out": left_out_note} if left_out else {}),
         })),
     )  # fmt: skip
     hours = offsets[-1] * HOP / RATE / 3600
