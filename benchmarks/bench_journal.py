@@ -94,69 +94,49 @@ def main() -> None:
     payloads = [encode_frame(f) for f in frames]
     if args.wire:
         frames = [decode_frame(p) for p in payloads]
-    if args.devices > 1:
-        return fleet(args, frames, payloads)
-    analysis = sited_analysis()
-    reorder = ReorderBuffer(120, 30.0)
-    feed_s: list[float] = []
-    save_s: list[float] = []
-    feed_cpu: list[float] = []
-    save_cpu: list[float] = []
-    written: list[int] = []
+    names = [DEVICE] if args.devices == 1 else [f"{DEVICE}-{k}" for k in range(args.devices)]
+    devices = {name: (sited_analysis(name), ReorderBuffer(120, 30.0)) for name in names}
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "journal"
         journal = (DeviceJournal(path, args.checkpoint_frames) if FRAMES_JOURNALLED
                    else DeviceJournal(path))
-        for frame, payload in zip(frames, payloads, strict=True):
-            reorder.push(frame)
-            started, started_cpu = time.perf_counter(), time.thread_time()
-            analysis.feed(frame)
-            feed_s.append(time.perf_counter() - started)
-            feed_cpu.append(time.thread_time() - started_cpu)
-            before = written_bytes()
-            started, started_cpu = time.perf_counter(), time.thread_time()
-            save(journal, reorder, frame, analysis, payload)
-            save_s.append(time.perf_counter() - started)
-            save_cpu.append(time.thread_time() - started_cpu)
-            written.append(written_bytes() - before)
+        feed_s, save_s, written = fed_and_saved(journal, frames, payloads, devices)
         journal.close()
         size = path.stat().st_size
-        report(args, frames, (feed_s, feed_cpu), (save_s, save_cpu), written, size, path,
-               reorder, analysis)
+        if args.devices > 1:
+            print(f"{args.devices} devices, one save of all of them a second; per frame:")
+            figures(args, frames, feed_s, save_s, written, size)
+        else:
+            analysis, reorder = devices[DEVICE]
+            report(args, frames, feed_s, save_s, written, size, path, reorder, analysis)
 
 
-def fleet(args: argparse.Namespace, frames: list[Frame], payloads: list[bytes]) -> None:
-    """``--devices N``: N devices fed the same frames side by side, one save of all N after
-    each second (the keeper's record of a stored batch); times per frame."""
-    names = [f"{DEVICE}-{k}" for k in range(args.devices)]
-    devices = {name: (sited_analysis(name), ReorderBuffer(120, 30.0)) for name in names}
-    feed_s: list[float] = []
-    save_s: list[float] = []
-    feed_cpu: list[float] = []
-    save_cpu: list[float] = []
+def fed_and_saved(journal: DeviceJournal, frames: list[Frame], payloads: list[bytes],
+                  devices: dict[str, tuple[DeviceAnalysis, ReorderBuffer]]
+                  ) -> tuple[tuple[list[float], list[float]], tuple[list[float], list[float]],
+                             list[int]]:  # fmt: skip
+    """Each frame fed to every device, then one save of them all (``--devices N``: the
+    keeper's record of a stored batch); the analysis's and the save's (wall, CPU) seconds
+    and the bytes written, per frame (a round's over the number of devices)."""
+    share = len(devices)
+    feed_s: tuple[list[float], list[float]] = ([], [])
+    save_s: tuple[list[float], list[float]] = ([], [])
     written: list[int] = []
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "journal"
-        journal = DeviceJournal(path, args.checkpoint_frames)
-        for frame, payload in zip(frames, payloads, strict=True):
-            started, started_cpu = time.perf_counter(), time.thread_time()
-            for analysis, reorder in devices.values():
-                reorder.push(frame)
-                analysis.feed(frame)
-            feed_s.append((time.perf_counter() - started) / args.devices)
-            feed_cpu.append((time.thread_time() - started_cpu) / args.devices)
-            before = written_bytes()
-            started, started_cpu = time.perf_counter(), time.thread_time()
-            journal.save({name: live_device(reorder, 0, frame.end_ns, analysis, fed=[payload])
-                          for name, (analysis, reorder) in devices.items()},
-                         [(name, frame.seq, frame.capture_ns) for name in names])
-            save_s.append((time.perf_counter() - started) / args.devices)
-            save_cpu.append((time.thread_time() - started_cpu) / args.devices)
-            written.append((written_bytes() - before) // args.devices)
-        journal.close()
-        size = path.stat().st_size
-    print(f"{args.devices} devices, one save of all of them a second; per frame:")
-    figures(args, frames, (feed_s, feed_cpu), (save_s, save_cpu), written, size)
+    for frame, payload in zip(frames, payloads, strict=True):
+        for _, reorder in devices.values():
+            reorder.push(frame)
+        started, started_cpu = time.perf_counter(), time.thread_time()
+        for analysis, _ in devices.values():
+            analysis.feed(frame)
+        feed_s[0].append((time.perf_counter() - started) / share)
+        feed_s[1].append((time.thread_time() - started_cpu) / share)
+        before = written_bytes()
+        started, started_cpu = time.perf_counter(), time.thread_time()
+        save(journal, devices, frame, payload)
+        save_s[0].append((time.perf_counter() - started) / share)
+        save_s[1].append((time.thread_time() - started_cpu) / share)
+        written.append((written_bytes() - before) // share)
+    return feed_s, save_s, written
 
 
 def sited_analysis(device: str = DEVICE) -> DeviceAnalysis:
@@ -224,21 +204,23 @@ def figures(args: argparse.Namespace, frames: list[Frame],
           f"{size / 1024:.0f} KiB for {len(frames)} saves")
 
 
-def save(journal: DeviceJournal, reorder: ReorderBuffer, frame: Frame,
-         analysis: DeviceAnalysis, payload: bytes) -> None:
-    """The journal's save of one device after its frame was stored: format 5, the frame's
-    payload (the state every ``--checkpoint-frames``); formats 3 and 4, one record of what
-    changed, appended; format 2 (the tree before issue 37, for the comparison), the device's
-    state pickled whole into one SQLite transaction."""
+def save(journal: DeviceJournal, devices: dict[str, tuple[DeviceAnalysis, ReorderBuffer]],
+         frame: Frame, payload: bytes) -> None:
+    """The journal's save of the devices after their frame was stored: format 5, the frame's
+    payload (the state every ``--checkpoint-frames``), one record for them all; formats 3 and
+    4, one record of what changed, appended; format 2 (the tree before issue 37, for the
+    comparison), the device's state pickled whole into one SQLite transaction (one device)."""
+    keys = [(name, frame.seq, frame.capture_ns) for name in devices]
     if FRAMES_JOURNALLED:
-        journal.save({DEVICE: live_device(reorder, 0, frame.end_ns, analysis, fed=[payload])},
-                     [(DEVICE, frame.seq, frame.capture_ns)])
+        journal.save({name: live_device(reorder, 0, frame.end_ns, analysis, fed=[payload])
+                      for name, (analysis, reorder) in devices.items()}, keys)  # fmt: skip
     elif live_device is not None:
-        journal.save({DEVICE: live_device(reorder, 0, frame.end_ns, analysis)},
-                     [(DEVICE, frame.seq, frame.capture_ns)])
+        journal.save({name: live_device(reorder, 0, frame.end_ns, analysis)
+                      for name, (analysis, reorder) in devices.items()}, keys)  # fmt: skip
     else:
+        (analysis, reorder), = devices.values()
         blob = journal_module.device_state_blob(reorder, 0, frame.end_ns, analysis)
-        journal.save({DEVICE: blob}, [(DEVICE, frame.seq, frame.capture_ns)])
+        journal.save({DEVICE: blob}, keys)
 
 
 if __name__ == "__main__":
