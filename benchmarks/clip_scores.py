@@ -39,8 +39,12 @@ from analyzer.detect.settings import DetectorSettings  # noqa: E402
 from sensor.frames import frames_from_samples  # noqa: E402
 from sensor.wire import decode_frame, encode_frame  # noqa: E402
 from training.corpus import RATE, load_audio  # noqa: E402
-from training.finetune import held_out_sources  # noqa: E402
-from training.head_data import CorpusClip, is_background, read_corpora  # noqa: E402
+from training.head_data import (  # noqa: E402
+    CorpusClip,
+    held_out_sources,
+    is_background,
+    read_corpora,
+)
 from training.head_eval import clip_figures  # noqa: E402
 
 log = logging.getLogger("clip_scores")

@@ -55,7 +55,8 @@ from sensor.wire import (  # noqa: E402
     decode_frame,
     encode_frame,
 )
-from training.finetune import at_distance, held_out_sources  # noqa: E402
+from training.finetune import at_distance  # noqa: E402
+from training.head_data import held_out_sources  # noqa: E402
 
 RATE = 16_000
 FULL_SCALE_DB = 110.0

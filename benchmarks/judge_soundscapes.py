@@ -91,13 +91,13 @@ from training.corpus import RATE, load_audio  # noqa: E402
 from training.finetune import (  # noqa: E402
     at_distance,
     bed_piece,
-    held_out_sources,
     rms,
     voice_gain,
 )
 from training.head_data import (  # noqa: E402
     CorpusClip,
     gain_for_snr,
+    held_out_sources,
     is_background,
     is_held_out_background,
     labels_of_powers,

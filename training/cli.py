@@ -128,8 +128,7 @@ def held_out_clip_ids(report: Path, corpora: list[Path]) -> frozenset[str]:
     """The ids of the clips a judge of ``report``'s held-out fold may use: its sources' clips
     and every held-out background bed (:func:`training.head_data.is_held_out_background`);
     ValueError naming the report when it holds no sources."""
-    from training.finetune import held_out_sources
-    from training.head_data import is_held_out_background, read_corpora
+    from training.head_data import held_out_sources, is_held_out_background, read_corpora
 
     held = held_out_sources(report)
     return frozenset(c.clip.clip_id for c in read_corpora(corpora)

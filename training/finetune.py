@@ -5,7 +5,6 @@ the examples, the cache of the frozen bottom, the training and the judging that
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import math
 import time
@@ -298,15 +297,6 @@ def _sigmoid_of(top: DogTop) -> Callable[[torch.Tensor], torch.Tensor]:
     def score(x: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(top(x))
     return score
-
-
-def held_out_sources(report: Path) -> frozenset[str]:
-    """The sources a fine-tuning report (``barkwatch-train finetune --export``'s JSON) kept out
-    of training; ValueError naming the file when it cannot be read or holds none."""
-    try:
-        return frozenset(json.loads(report.read_text())["held_out_sources"])
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"{report}: no held_out_sources ({error})") from error
 
 
 def fold_of_source(source_key: str, folds: int, seed: int) -> int:

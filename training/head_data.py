@@ -121,6 +121,15 @@ def is_held_out_background(item: CorpusClip) -> bool:
     )
 
 
+def held_out_sources(report: Path) -> frozenset[str]:
+    """The sources a fine-tuning report (``barkwatch-train finetune --export``'s JSON) kept out
+    of training; ValueError naming the file when it cannot be read or holds none."""
+    try:
+        return frozenset(json.loads(report.read_text())["held_out_sources"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{report}: no held_out_sources ({error})") from error
+
+
 def corpus_digest(corpora: list[Path]) -> str:
     """Digest of the manifests and the recipe version: names the caches."""
     digest = hashlib.sha256(str(RECIPE_VERSION).encode())

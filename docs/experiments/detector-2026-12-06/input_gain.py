@@ -4,7 +4,8 @@ sys.path.insert(0, "/work/main")
 from sensor.yamnet_network import YamnetNetwork, dog_class_indices, load_class_names
 from sensor.yamnet_features import clip_patches
 from training.corpus import RATE, load_audio
-from training.finetune import held_out_sources, at_distance, bed_piece, rms
+from training.finetune import at_distance, bed_piece, rms
+from training.head_data import held_out_sources
 from training.head_data import read_corpora, is_background, is_held_out_background, gain_for_snr
 from training.head_eval import clip_figures
 held = held_out_sources(Path(sys.argv[1])); net = Path(sys.argv[2])

@@ -55,7 +55,7 @@ from analyzer.detect import DevicePipeline  # noqa: E402
 from analyzer.detect.head import ANALYZER_HEAD_PATH, DogHead  # noqa: E402
 from analyzer.detect.verifier import FEATURES, NO_VERIFIER, VerifierModel  # noqa: E402
 from sensor.gate import GateSettings  # noqa: E402
-from training.finetune import held_out_sources  # noqa: E402
+from training.head_data import held_out_sources  # noqa: E402
 from training.verifier import verifier_model  # noqa: E402
 
 log = logging.getLogger("event_verifier")
